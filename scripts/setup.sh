@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install what spade-engine and its tests need on a Debian machine, reusing what is present.
+#   scripts/setup.sh          python package (editable) + dev extras
+#   scripts/setup.sh --system also Debian packages the service-backed tests use
+#                             (kcat, chromium, chromium-driver, postgresql) and the Kafka jars
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--system" ]]; then
+  need=()
+  command -v kcat >/dev/null || need+=(kcat)
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v chromedriver >/dev/null || need+=(chromium-driver)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v java >/dev/null || need+=(default-jre-headless)
+  command -v mvn >/dev/null || need+=(maven)
+  if ((${#need[@]})); then
+    echo "installing Debian packages: ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+fi
+
+PY=${PYTHON:-python3}
+if ! $PY -m uv --version >/dev/null 2>&1; then
+  $PY -m pip install -q uv
+fi
+# --system: reuse the machine's interpreter and whatever it already has (torch is gigabytes)
+$PY -m uv pip install --system -q -e '.[dev]'
+
+if [[ "${1:-}" == "--system" && -f scripts/kafka_broker.py ]]; then
+  $PY scripts/kafka_broker.py fetch
+fi

@@ -1,0 +1,1 @@
+"""archive subpackage (see DESIGN.md)."""

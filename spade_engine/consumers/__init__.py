@@ -1,0 +1,1 @@
+"""consumers subpackage (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""dashboard subpackage (see DESIGN.md)."""

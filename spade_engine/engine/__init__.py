@@ -1,0 +1,1 @@
+"""engine subpackage (see DESIGN.md)."""

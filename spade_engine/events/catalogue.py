@@ -1,0 +1,383 @@
+"""The event catalogue: every event type the engine records, with its versioned payload schema.
+
+Payloads are frozen :class:`msgspec.Struct` values. Each type has a ``TYPE`` name and a
+``VERSION``; old versions are upcast on read through :data:`UPCASTERS`. Large blobs (token ids of
+long episodes, checkpoints) are stored as content-addressed files and referenced by
+:class:`BlobRef`; everything the engine, the projections and the trainer need is otherwise inline.
+
+Data flow (see DESIGN.md)::
+
+    RunStarted
+    EnvironmentProposed -> EnvironmentValidated -> HintWritten -> RolloutCompleted x 2k
+                        -> RegretEstimated -> (trainer) PolicyUpdated
+    RunStopped
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from .errors import FutureSchemaVersion, MalformedEvent, UnknownEventType
+
+__all__ = [
+    "EventPayload",
+    "BlobRef",
+    "DocumentRef",
+    "Generation",
+    "ValidationCheck",
+    "Turn",
+    "RunStarted",
+    "EnvironmentProposed",
+    "EnvironmentValidated",
+    "HintWritten",
+    "RolloutCompleted",
+    "RegretEstimated",
+    "PolicyUpdated",
+    "RunStopped",
+    "EVENT_TYPES",
+    "UPCASTERS",
+    "register_upcaster",
+    "decode_payload",
+    "payload_to_builtins",
+    "json_schemas",
+]
+
+
+class EventPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """Base class of all payloads. ``TYPE`` and ``VERSION`` identify the schema."""
+
+    TYPE: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+    #: The envelope key for this event: the name of the payload field holding the environment
+    #: id, or ``None`` for run-level events (keyed by run id).
+    KEY_FIELD: ClassVar[str | None] = None
+
+
+# ----------------------------------------------------------------------------------------------
+# Value types used inside payloads
+
+
+class BlobRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A content-addressed file: ``uri`` is ``cas://sha256/<hex>`` (or any URL), ``sha256`` its
+    hex digest, ``size`` bytes, ``media_type`` e.g. ``application/json``."""
+
+    uri: str
+    sha256: str
+    size: int
+    media_type: str = "application/octet-stream"
+
+
+class DocumentRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A corpus document used to ground an environment: where it came from and its digest."""
+
+    source: str
+    doc_id: str
+    sha256: str
+    title: str = ""
+    domain: str = ""
+
+
+class Generation(msgspec.Struct, frozen=True, kw_only=True):
+    """One sampled completion, as the trainer needs it.
+
+    ``prompt_token_ids`` and ``completion_token_ids`` are the tokens the policy saw and produced;
+    ``logprobs`` holds the behaviour policy's log-probability of each completion token (same
+    length as ``completion_token_ids``). Procedural policies produce no tokens: lists are empty.
+    When the lists are large a producer may offload them to ``ref`` (a JSON blob with the same
+    three fields) and leave the inline lists empty.
+    """
+
+    prompt_token_ids: list[int] = msgspec.field(default_factory=list)
+    completion_token_ids: list[int] = msgspec.field(default_factory=list)
+    logprobs: list[float] = msgspec.field(default_factory=list)
+    ref: BlobRef | None = None
+    finish_reason: str = ""
+
+
+class ValidationCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One ordered validator check: its name, outcome, a human detail and the time it took."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+    seconds: float = 0.0
+
+
+class Turn(msgspec.Struct, frozen=True, kw_only=True):
+    """One agent turn in an episode: what the agent saw and did, and what the env answered."""
+
+    observation: str
+    action: str
+    reward: float
+    terminated: bool = False
+    truncated: bool = False
+    generation: Generation | None = None
+    step_seconds: float = 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Events
+
+
+class RunStarted(EventPayload, frozen=True, kw_only=True):
+    """A run (or a resumption of it) started. The full config is recorded so a run can be
+    reproduced; ``parent_run_id`` links a curriculum replay/retrain to the run it replays."""
+
+    TYPE: ClassVar[str] = "RunStarted"
+    config: dict[str, Any]
+    engine_version: str
+    seed: int
+    backend: str = "sqlite"
+    policy: dict[str, Any] = msgspec.field(default_factory=dict)
+    resumed: bool = False
+    parent_run_id: str | None = None
+    sandbox_layers: dict[str, bool] = msgspec.field(default_factory=dict)
+    host: str = ""
+
+
+class EnvironmentProposed(EventPayload, frozen=True, kw_only=True):
+    """The designer wrote an environment.
+
+    ``attempt`` is 0 for a first proposal and n for the n-th repair; ``repair_of`` names the
+    env_id of the failed candidate it repairs. ``parents`` are the memory examples shown to the
+    designer (lineage). ``generation`` carries the designer's tokens and behaviour log-probs for
+    the trainer.
+    """
+
+    TYPE: ClassVar[str] = "EnvironmentProposed"
+    KEY_FIELD: ClassVar[str | None] = "env_id"
+    env_id: str
+    skill: str
+    difficulty: float
+    code: str
+    code_sha256: str
+    policy_version: str
+    document: DocumentRef | None = None
+    parents: list[str] = msgspec.field(default_factory=list)
+    avoid: list[str] = msgspec.field(default_factory=list)
+    attempt: int = 0
+    repair_of: str | None = None
+    prompt: str = ""
+    completion: str = ""
+    generation: Generation | None = None
+    designer: str = ""
+
+
+class EnvironmentValidated(EventPayload, frozen=True, kw_only=True):
+    """The sandboxed validator's verdict, plus the novelty decision against the memory.
+
+    ``error_kind`` is from the fixed taxonomy (``syntax``, ``contract``, ``timeout``, ``memory``,
+    ``crash``, ``nondeterministic``, ``unsolvable``, ``trivial``, ``forbidden``, ``duplicate``...).
+    The embedding used for the novelty decision is recorded (``embedding_b64``: little-endian
+    float32, base64) so replay never re-runs the embedding model.
+    """
+
+    TYPE: ClassVar[str] = "EnvironmentValidated"
+    KEY_FIELD: ClassVar[str | None] = "env_id"
+    env_id: str
+    valid: bool
+    error_kind: str | None = None
+    failed_check: str | None = None
+    checks: list[ValidationCheck] = msgspec.field(default_factory=list)
+    class_name: str | None = None
+    contract: Literal["spade", "gymnasium"] | None = None
+    has_solution: bool = False
+    novel: bool | None = None
+    novelty: float | None = None
+    novelty_threshold: float | None = None
+    nearest_env_id: str | None = None
+    embedding_model: str | None = None
+    embedding_b64: str | None = None
+    accepted: bool = False
+    seconds: float = 0.0
+    sandbox_layers: dict[str, bool] = msgspec.field(default_factory=dict)
+
+
+class HintWritten(EventPayload, frozen=True, kw_only=True):
+    """The policy read the environment source and wrote a privileged hint (strategy and answer
+    format, never the answer). It is appended to the first observation of hinted plays."""
+
+    TYPE: ClassVar[str] = "HintWritten"
+    KEY_FIELD: ClassVar[str | None] = "env_id"
+    env_id: str
+    hint: str
+    policy_version: str
+    generation: Generation | None = None
+
+
+class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
+    """One play of an environment, with everything the trainer needs.
+
+    ``episode_reward`` follows DESIGN.md: the last step's reward clipped to [-1, 1] if the episode
+    terminated, else 0. ``turns`` hold observations, actions, per-turn rewards and each turn's
+    :class:`Generation` (token ids and behaviour log-probs). ``step_timeout`` marks a step() that
+    hit the sandbox's wall-clock limit; ``error`` says why a play ended abnormally.
+    """
+
+    TYPE: ClassVar[str] = "RolloutCompleted"
+    KEY_FIELD: ClassVar[str | None] = "env_id"
+    env_id: str
+    play_id: str
+    hinted: bool
+    seed: int
+    policy_version: str
+    episode_reward: float
+    turns: list[Turn] = msgspec.field(default_factory=list)
+    terminated: bool = False
+    truncated: bool = False
+    step_timeout: bool = False
+    error: str | None = None
+    seconds: float = 0.0
+    index: int = 0
+
+
+class RegretEstimated(EventPayload, frozen=True, kw_only=True):
+    """All plays of an environment are in: the regret estimate and the designer's reward.
+
+    ``regret`` = max(0, mean(hinted_rewards) - mean(plain_rewards)); ``designer_reward`` is the
+    value of ``reward_variant`` (``blend`` by default) before per-skill centring, which the
+    trainer applies. ``rollout_ids`` are the event ids of the plays it was computed from.
+    """
+
+    TYPE: ClassVar[str] = "RegretEstimated"
+    KEY_FIELD: ClassVar[str | None] = "env_id"
+    env_id: str
+    skill: str
+    plain_rewards: list[float]
+    hinted_rewards: list[float]
+    win_rate_plain: float
+    win_rate_hinted: float
+    regret: float
+    designer_reward: float
+    reward_variant: str = "blend"
+    step_timeouts: int = 0
+    policy_version: str = ""
+    rollout_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
+    """The trainer wrote a new policy version (a safetensors checkpoint in the blob store).
+
+    ``consumed`` maps each partition to the next offset after the last event this update used
+    (the trainer's resume point); ``metrics`` are the update's losses and statistics.
+    """
+
+    TYPE: ClassVar[str] = "PolicyUpdated"
+    version: str
+    parent_version: str | None
+    checkpoint: BlobRef | None
+    step: int
+    consumed: dict[str, int] = msgspec.field(default_factory=dict)
+    metrics: dict[str, float] = msgspec.field(default_factory=dict)
+    roles: list[str] = msgspec.field(default_factory=lambda: ["agent", "designer"])
+    base_model: str = ""
+
+
+class RunStopped(EventPayload, frozen=True, kw_only=True):
+    """The run stopped (cleanly: max environments reached, interrupted, or failed)."""
+
+    TYPE: ClassVar[str] = "RunStopped"
+    reason: Literal["completed", "max_envs", "interrupted", "error"]
+    detail: str = ""
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+EVENT_TYPES: dict[str, type[EventPayload]] = {
+    cls.TYPE: cls
+    for cls in (
+        RunStarted,
+        EnvironmentProposed,
+        EnvironmentValidated,
+        HintWritten,
+        RolloutCompleted,
+        RegretEstimated,
+        PolicyUpdated,
+        RunStopped,
+    )
+}
+
+# ----------------------------------------------------------------------------------------------
+# Upcasting: (type, from_version) -> function turning a payload dict of that version into the
+# next version. Chains are applied until the current VERSION is reached.
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Decorator registering an upcaster from ``from_version`` to ``from_version + 1``."""
+
+    def deco(fn: Upcaster) -> Upcaster:
+        UPCASTERS[(event_type, from_version)] = fn
+        return fn
+
+    return deco
+
+
+def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Apply registered upcasters until ``payload`` reaches the type's current version."""
+    cls = EVENT_TYPES.get(event_type)
+    if cls is None:
+        raise UnknownEventType(f"unknown event type {event_type!r}")
+    if version > cls.VERSION:
+        raise FutureSchemaVersion(
+            f"{event_type} schema version {version} is newer than this engine reads ({cls.VERSION})"
+        )
+    while version < cls.VERSION:
+        fn = UPCASTERS.get((event_type, version))
+        if fn is None:
+            raise MalformedEvent(f"no upcaster for {event_type} v{version} -> v{version + 1}")
+        payload = fn(dict(payload))
+        version += 1
+    return payload
+
+
+_decoders: dict[str, msgspec.json.Decoder] = {}
+
+
+def decode_payload(event_type: str, version: int, payload: dict[str, Any]) -> EventPayload:
+    """Typed payload from a recorded payload dict (upcast first when older)."""
+    cls = EVENT_TYPES.get(event_type)
+    if cls is None:
+        raise UnknownEventType(f"unknown event type {event_type!r}")
+    payload = upcast(event_type, version, payload)
+    try:
+        return msgspec.convert(payload, cls, strict=False)
+    except msgspec.ValidationError as exc:
+        raise MalformedEvent(f"{event_type} v{version}: {exc}") from None
+
+
+def payload_to_builtins(payload: EventPayload) -> dict[str, Any]:
+    """The payload as JSON builtins (what is stored in the envelope)."""
+    return msgspec.to_builtins(payload)
+
+
+def json_schemas() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the envelope with each payload type, keyed by type name."""
+    from .envelope import Envelope
+
+    out: dict[str, Any] = {}
+    for name, cls in EVENT_TYPES.items():
+        payload_schema = msgspec.json.schema(cls)
+        env_schema = msgspec.json.schema(Envelope)
+        defs = {**env_schema.get("$defs", {}), **payload_schema.get("$defs", {})}
+        envelope = defs.get("Envelope", {})
+        props = dict(envelope.get("properties", {}))
+        props["type"] = {"const": name}
+        props["schema_version"] = {"const": cls.VERSION}
+        props["payload"] = payload_schema.get("$ref") and {"$ref": payload_schema["$ref"]} or payload_schema
+        defs.pop("Envelope", None)
+        out[name] = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": name,
+            "description": (cls.__doc__ or "").strip().split("\n\n")[0],
+            "type": "object",
+            "properties": props,
+            "required": envelope.get("required", []),
+            "x-schema-version": cls.VERSION,
+            "$defs": defs,
+        }
+    return out

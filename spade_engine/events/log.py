@@ -1,0 +1,118 @@
+"""The EventLog protocol: the one interface every log backend (SQLite, Kafka) implements.
+
+A log holds the events of one run. Positions are *cursors*: a mapping partition -> next offset
+to read (the embedded SQLite log has a single partition 0; Kafka has one per topic partition).
+Order is guaranteed within a partition, and all events with the same key are in one partition.
+
+Contract (tested by ``tests/eventlog_contract.py`` against every backend):
+
+* ``append`` is batched and idempotent on ``event_id``: re-appending an event is a no-op and a
+  reader sees every event id once;
+* ``read`` yields records from a cursor in partition order; ``follow`` keeps yielding new records
+  as they are appended until stopped;
+* consumer groups commit cursors explicitly (after processing) and read them back;
+* ``count_by_type`` counts distinct events by type;
+* malformed input is never silently lost: it goes to the dead-letter store with a reason.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .envelope import Envelope
+
+__all__ = ["Record", "Cursor", "EventLog", "advance", "DeadLetter"]
+
+Cursor = dict[int, int]
+"""Partition -> next offset to read. An empty cursor means 'from the beginning'."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """An event as read back from a log: where it is, the envelope, and its stored bytes."""
+
+    partition: int
+    offset: int
+    envelope: Envelope
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Input that could not be decoded, kept with the reason it was rejected."""
+
+    reason: str
+    raw: bytes
+    received_at: str
+    source: str = ""
+
+
+def advance(cursor: Mapping[int, int], record: Record) -> Cursor:
+    """Cursor just past ``record`` (a new dict; cursors are treated as values)."""
+    out = dict(cursor)
+    out[record.partition] = max(out.get(record.partition, 0), record.offset + 1)
+    return out
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """An append-only, immutable log of one run's events."""
+
+    run_id: str
+
+    def append(self, envelopes: Iterable[Envelope]) -> int:
+        """Append a batch atomically (per partition); return how many were new.
+
+        Envelopes whose ``event_id`` is already recorded are skipped. Every envelope must belong
+        to this log's run.
+        """
+        ...
+
+    def read(self, cursor: Mapping[int, int] | None = None, *, limit: int | None = None) -> Iterator[Record]:
+        """Yield records at or after ``cursor`` that exist now, then stop."""
+        ...
+
+    def follow(
+        self,
+        cursor: Mapping[int, int] | None = None,
+        *,
+        stop: threading.Event | None = None,
+        idle_timeout: float | None = None,
+        poll_interval: float = 0.05,
+    ) -> Iterator[Record]:
+        """Yield records from ``cursor`` and keep waiting for new ones.
+
+        Ends when ``stop`` is set, or after ``idle_timeout`` seconds without a new record.
+        """
+        ...
+
+    def end_cursor(self) -> Cursor:
+        """The cursor just past the last record now in the log."""
+        ...
+
+    def commit(self, group: str, cursor: Mapping[int, int]) -> None:
+        """Record ``cursor`` as consumer group ``group``'s position (call after processing)."""
+        ...
+
+    def committed(self, group: str) -> Cursor:
+        """The last committed cursor of ``group`` (empty when it never committed)."""
+        ...
+
+    def count_by_type(self) -> dict[str, int]:
+        """Number of distinct events of each type."""
+        ...
+
+    def dead_letter(self, raw: bytes, reason: str, *, source: str = "") -> None:
+        """Keep undecodable input with the reason it was rejected."""
+        ...
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Everything sent to the dead-letter store, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the log stays on disk (or on the broker)."""
+        ...

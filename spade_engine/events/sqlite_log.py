@@ -1,0 +1,318 @@
+"""The embedded default event log: one SQLite file (WAL mode) per run.
+
+Layout of ``events.sqlite``:
+
+* ``events(seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE, type, schema_version, key,
+  occurred_at, body BLOB)``: ``body`` is the canonical JSON envelope; offset = seq - 1;
+* ``consumer_offsets(grp, partition, next_offset)``: committed cursors of consumer groups;
+* ``dead_letters``: undecodable input with its reason;
+* ``meta``: the run id and the log format version.
+
+Several processes may append and read at once: WAL lets readers run beside one writer, appends
+take the write lock with ``BEGIN IMMEDIATE`` and wait up to ``busy_timeout`` for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from .codec import decode_envelope, encode_envelope
+from .envelope import Envelope, utc_now
+from .errors import EventLogError, MalformedEvent
+from .log import Cursor, DeadLetter, Record
+
+__all__ = ["SqliteEventLog", "LOG_FORMAT_VERSION", "LOG_FILENAME"]
+
+LOG_FORMAT_VERSION = 1
+LOG_FILENAME = "events.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    event_id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    occurred_at TEXT NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS consumer_offsets (
+    grp TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (grp, partition)
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY,
+    received_at TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    source TEXT NOT NULL,
+    raw BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class SqliteEventLog:
+    """:class:`~spade_engine.events.log.EventLog` on a SQLite file in WAL mode."""
+
+    PARTITION = 0
+
+    def __init__(self, path: str | Path, run_id: str, *, create: bool = True, busy_timeout_s: float = 30.0):
+        self.path = Path(path)
+        self.run_id = run_id
+        self._busy_timeout_s = busy_timeout_s
+        self._local = threading.local()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        if not self.path.exists() and not create:
+            raise EventLogError(f"no event log at {self.path}")
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._conn()
+        try:
+            with self._write_txn(conn):
+                for stmt in _SCHEMA.strip().split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                row = conn.execute("SELECT value FROM meta WHERE name='run_id'").fetchone()
+                if row is None:
+                    conn.execute("INSERT INTO meta(name, value) VALUES ('run_id', ?)", (run_id,))
+                    conn.execute(
+                        "INSERT INTO meta(name, value) VALUES ('format_version', ?)", (str(LOG_FORMAT_VERSION),)
+                    )
+                elif row[0] != run_id:
+                    raise EventLogError(f"{self.path} holds run {row[0]!r}, not {run_id!r}")
+                fmt = conn.execute("SELECT value FROM meta WHERE name='format_version'").fetchone()
+                if fmt is not None and int(fmt[0]) > LOG_FORMAT_VERSION:
+                    raise EventLogError(
+                        f"{self.path} uses log format {fmt[0]}, newer than this engine reads "
+                        f"({LOG_FORMAT_VERSION}); upgrade spade-engine"
+                    )
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc) from None
+            self._local.conn = conn
+            with self._conns_lock:
+                self._all_conns.append(conn)
+        return conn
+
+    def _error(self, exc: sqlite3.DatabaseError) -> EventLogError:
+        msg = str(exc)
+        if "locked" in msg or "busy" in msg:
+            return EventLogError(f"event log {self.path} is locked by another process ({msg})")
+        if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
+            return EventLogError(f"event log {self.path} is corrupt or not a spade event log ({msg})")
+        return EventLogError(f"event log {self.path}: {msg}")
+
+    class _Txn:
+        def __init__(self, conn: sqlite3.Connection):
+            self.conn = conn
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return self.conn
+
+        def __exit__(self, exc_type, exc, tb) -> None:
+            if exc_type is None:
+                self.conn.execute("COMMIT")
+            else:
+                self.conn.execute("ROLLBACK")
+
+    def _write_txn(self, conn: sqlite3.Connection) -> "SqliteEventLog._Txn":
+        return SqliteEventLog._Txn(conn)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, envelopes: Iterable[Envelope]) -> int:
+        rows = []
+        for env in envelopes:
+            if env.run_id != self.run_id:
+                raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
+            rows.append(
+                (env.event_id, env.type, env.schema_version, env.key, env.occurred_at, encode_envelope(env))
+            )
+        return self._insert(rows)
+
+    def append_raw(self, items: Iterable[tuple[Envelope, bytes]]) -> int:
+        """Append envelopes with their already-encoded bytes (import keeps bytes exactly)."""
+        rows = []
+        for env, raw in items:
+            if env.run_id != self.run_id:
+                raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
+            rows.append((env.event_id, env.type, env.schema_version, env.key, env.occurred_at, raw))
+        return self._insert(rows)
+
+    def _insert(self, rows: list[tuple]) -> int:
+        if not rows:
+            return 0
+        conn = self._conn()
+        try:
+            with self._write_txn(conn):
+                before = conn.total_changes
+                conn.executemany(
+                    "INSERT OR IGNORE INTO events(event_id, type, schema_version, key, occurred_at, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                return conn.total_changes - before
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _start(self, cursor: Mapping[int, int] | None) -> int:
+        return int((cursor or {}).get(self.PARTITION, 0))
+
+    def read(self, cursor: Mapping[int, int] | None = None, *, limit: int | None = None) -> Iterator[Record]:
+        offset = self._start(cursor)
+        remaining = limit
+        page = 2000
+        conn = self._conn()
+        while remaining is None or remaining > 0:
+            n = page if remaining is None else min(page, remaining)
+            try:
+                rows = conn.execute(
+                    "SELECT seq, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (offset, n)
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc) from None
+            for seq, body in rows:
+                yield Record(self.PARTITION, seq - 1, decode_envelope(body), bytes(body))
+            if len(rows) < n:
+                return
+            offset = rows[-1][0]
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def follow(
+        self,
+        cursor: Mapping[int, int] | None = None,
+        *,
+        stop: threading.Event | None = None,
+        idle_timeout: float | None = None,
+        poll_interval: float = 0.05,
+    ) -> Iterator[Record]:
+        position: Cursor = {self.PARTITION: self._start(cursor)}
+        last_seen = time.monotonic()
+        while stop is None or not stop.is_set():
+            got = False
+            for rec in self.read(position):
+                position[self.PARTITION] = rec.offset + 1
+                got = True
+                yield rec
+                if stop is not None and stop.is_set():
+                    return
+            now = time.monotonic()
+            if got:
+                last_seen = now
+            elif idle_timeout is not None and now - last_seen >= idle_timeout:
+                return
+            if not got:
+                if stop is not None:
+                    stop.wait(poll_interval)
+                else:
+                    time.sleep(poll_interval)
+
+    def end_cursor(self) -> Cursor:
+        try:
+            (seq,) = self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+        return {self.PARTITION: int(seq)}
+
+    def __len__(self) -> int:
+        return self.end_cursor()[self.PARTITION]
+
+    # -- consumer groups -----------------------------------------------------------------------
+
+    def commit(self, group: str, cursor: Mapping[int, int]) -> None:
+        conn = self._conn()
+        now = utc_now()
+        try:
+            with self._write_txn(conn):
+                conn.executemany(
+                    "INSERT INTO consumer_offsets(grp, partition, next_offset, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(grp, partition) DO UPDATE SET next_offset=excluded.next_offset, "
+                    "updated_at=excluded.updated_at",
+                    [(group, int(p), int(o), now) for p, o in cursor.items()],
+                )
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+
+    def committed(self, group: str) -> Cursor:
+        try:
+            rows = self._conn().execute(
+                "SELECT partition, next_offset FROM consumer_offsets WHERE grp = ?", (group,)
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+        return {int(p): int(o) for p, o in rows}
+
+    def groups(self) -> dict[str, Cursor]:
+        """Every consumer group with its committed cursor."""
+        out: dict[str, Cursor] = {}
+        for grp, p, o in self._conn().execute("SELECT grp, partition, next_offset FROM consumer_offsets"):
+            out.setdefault(grp, {})[int(p)] = int(o)
+        return out
+
+    # -- statistics and dead letters -----------------------------------------------------------
+
+    def count_by_type(self) -> dict[str, int]:
+        try:
+            rows = self._conn().execute("SELECT type, COUNT(*) FROM events GROUP BY type ORDER BY type").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+        return {t: int(n) for t, n in rows}
+
+    def dead_letter(self, raw: bytes, reason: str, *, source: str = "") -> None:
+        conn = self._conn()
+        try:
+            with self._write_txn(conn):
+                conn.execute(
+                    "INSERT INTO dead_letters(received_at, reason, source, raw) VALUES (?, ?, ?, ?)",
+                    (utc_now(), reason, source, bytes(raw)),
+                )
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+
+    def dead_letters(self) -> list[DeadLetter]:
+        rows = self._conn().execute(
+            "SELECT reason, raw, received_at, source FROM dead_letters ORDER BY id"
+        ).fetchall()
+        return [DeadLetter(reason=r, raw=bytes(b), received_at=t, source=s) for r, b, t, s in rows]
+
+    def close(self) -> None:
+        with self._conns_lock:
+            conns, self._all_conns = self._all_conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.ProgrammingError:  # pragma: no cover - closed from another thread
+                pass
+        self._local = threading.local()
+
+    def __enter__(self) -> "SqliteEventLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""trainer subpackage (see DESIGN.md)."""
