@@ -1,0 +1,76 @@
+"""The Policy protocol: the one interface the engine and the trainer use to sample text.
+
+A policy plays three roles (``designer``, ``hinter``, ``agent``) from chat messages. LLM backends
+use only ``messages``; the procedural backend (a labelled simulation for offline runs and tests)
+may also read the structured ``context`` the engine attaches (skill, difficulty, document...).
+Every sample carries the token ids and behaviour log-probs the trainer needs (empty lists for
+backends without tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ...events.catalogue import Generation
+
+__all__ = ["Role", "PolicyRequest", "Sample", "Policy"]
+
+Role = Literal["designer", "hinter", "agent"]
+
+
+@dataclass(frozen=True)
+class PolicyRequest:
+    """One prompt: chat ``messages`` ({"role", "content"} dicts) for a given ``role``."""
+
+    role: Role
+    messages: list[dict[str, str]]
+    context: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    max_new_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion with what the trainer needs."""
+
+    text: str
+    prompt_token_ids: list[int] = field(default_factory=list)
+    completion_token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "stop"
+
+    def generation(self) -> Generation:
+        return Generation(
+            prompt_token_ids=list(self.prompt_token_ids),
+            completion_token_ids=list(self.completion_token_ids),
+            logprobs=list(self.logprobs),
+            finish_reason=self.finish_reason,
+        )
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Generates text for batches of requests and reports which version of weights it runs."""
+
+    #: backend kind: "procedural", "transformers", "vllm"
+    kind: str
+
+    @property
+    def version(self) -> str:
+        """The policy version (``"v0"`` for the initial weights, then PolicyUpdated versions)."""
+        ...
+
+    def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
+        """One sample per request, in order (batched where the backend can)."""
+        ...
+
+    def load_version(self, version: str, checkpoint: str | None) -> None:
+        """Switch to new weights (a safetensors checkpoint path) announced by PolicyUpdated."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What to record in RunStarted.policy (kind, model, dtype, device, ...)."""
+        ...
