@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import __version__
+from .archive.cli import app as archive_app, replay_cmd
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -14,6 +15,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
+app.add_typer(archive_app, name="archive")
+app.command("replay")(replay_cmd)
 
 
 @app.command("version")
