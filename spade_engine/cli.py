@@ -6,6 +6,7 @@ import typer
 
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
+from .dashboard.cli import register as register_dashboard
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -17,6 +18,7 @@ app = typer.Typer(
 app.add_typer(events_app, name="events")
 app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
+register_dashboard(app)
 
 
 @app.command("version")

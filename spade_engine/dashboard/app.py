@@ -1,0 +1,207 @@
+"""The dashboard web app (FastAPI): a static page, a JSON API over the run's projections and a
+server-sent-event stream of what changes.
+
+``create_app(data_dir, run_id, token=None)`` builds the app for one run; its lifespan starts the
+:class:`~spade_engine.dashboard.state.LiveState` follower and stops it on shutdown. With a
+``token`` every request (page, API, static files and the SSE stream) must carry it, as
+``Authorization: Bearer <token>``, ``X-Spade-Token: <token>`` or ``?token=<token>``; the page
+passes it on to the requests it makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import html
+import json
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import parse_qs, quote
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+
+from ..archive.difficulty import DEFAULT_WINDOW
+from ..events.store import DataDir, open_event_log, resolve_run
+from .sse import Hub, format_sse
+from .state import LiveState
+from .views import RunView, highlight_css
+
+__all__ = ["create_app", "plotly_js_path", "TokenMiddleware", "STATIC_DIR"]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def plotly_js_path() -> Path:
+    """plotly.min.js as shipped inside the ``plotly`` Python package (served offline)."""
+    import plotly
+
+    return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+
+
+def _token_of(scope: dict[str, Any]) -> str | None:
+    for name, value in scope.get("headers") or []:
+        if name == b"authorization":
+            text = value.decode("latin-1")
+            if text.lower().startswith("bearer "):
+                return text[7:].strip()
+        elif name == b"x-spade-token":
+            return value.decode("latin-1").strip()
+    qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    vals = qs.get("token")
+    return vals[0] if vals else None
+
+
+class TokenMiddleware:
+    """Refuse (401) every HTTP request that does not carry the dashboard token."""
+
+    def __init__(self, app: Any, token: str):
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = _token_of(scope)
+            if given is None or not hmac.compare_digest(given.encode(), self.token):
+                body = json.dumps({"detail": "missing or wrong dashboard token"}).encode()
+                await send({
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b"Bearer")],
+                })
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    data_dir: str | Path,
+    run_id: str | None,
+    token: str | None = None,
+    *,
+    backend: str = "sqlite",
+    bootstrap: str | None = None,
+    state_dir: str | Path | None = None,
+    poll_interval_s: float = 0.02,
+    window: int = DEFAULT_WINDOW,
+) -> FastAPI:
+    """The dashboard app for ``run_id`` (``None``: the latest run) in ``data_dir``.
+
+    The projections' snapshots live in ``state_dir`` (default ``<run dir>/dashboard``).
+    """
+    root = Path(data_dir)
+    run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+    log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+    sdir = Path(state_dir) if state_dir else DataDir(root).run_dir(run) / "dashboard"
+    view = RunView(log, sdir, window=window)
+    hub = Hub()
+    live = LiveState(log, view, hub, poll_interval_s=poll_interval_s)
+    index_template = (STATIC_DIR / "index.html").read_text()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        live.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(live.stop)
+            view.close()
+            log.close()
+
+    app = FastAPI(title=f"spade-engine dashboard: {run}", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.live = live
+    app.state.view = view
+    app.state.run_id = run
+
+    def locked(fn, *args, **kwargs):
+        with live.lock:
+            return fn(*args, **kwargs)
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(request: Request) -> HTMLResponse:
+        qs = f"?token={quote(token)}" if token else ""
+        page = index_template.replace("__QS__", html.escape(qs)).replace("__RUN__", html.escape(run))
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    @app.get("/static/plotly.min.js")
+    def plotly_js() -> FileResponse:
+        return FileResponse(plotly_js_path(), media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/static/highlight.css")
+    def hl_css() -> Response:
+        return Response(highlight_css(), media_type="text/css")
+
+    @app.get("/static/{name}")
+    def static(name: str) -> FileResponse:
+        path = STATIC_DIR / name
+        if name not in {p.name for p in STATIC_DIR.iterdir()} or name == "index.html":
+            raise HTTPException(404, f"no static file {name!r}")
+        media = {".js": "text/javascript", ".css": "text/css"}.get(path.suffix, "application/octet-stream")
+        return FileResponse(path, media_type=media, headers={"Cache-Control": "no-cache"})
+
+    @app.get("/api/summary")
+    def summary() -> dict[str, Any]:
+        return live.summary()
+
+    @app.get("/api/feed")
+    def feed(after: Optional[int] = None) -> list[dict[str, Any]]:
+        return live.recent(after)
+
+    @app.get("/api/series")
+    def series() -> dict[str, Any]:
+        return view.series(live.series_rows())
+
+    @app.get("/api/rejections")
+    def rejections() -> list[dict[str, Any]]:
+        return view.rejections()
+
+    @app.get("/api/skills")
+    def skills() -> list[str]:
+        return view.skills()
+
+    @app.get("/api/policies")
+    def policies() -> list[dict[str, Any]]:
+        return view.policies()
+
+    @app.get("/api/envs")
+    def envs(
+        verdict: Optional[str] = None,
+        skill: Optional[str] = None,
+        q: Optional[str] = None,
+        sort: str = "offset",
+        desc: bool = False,
+        limit: int = Query(50, ge=1, le=500),
+        offset: int = Query(0, ge=0),
+    ) -> dict[str, Any]:
+        return view.envs(verdict=verdict, skill=skill, q=q, sort=sort, desc=desc, limit=limit, offset=offset)
+
+    @app.get("/api/envs/{env_id}")
+    def env(env_id: str) -> dict[str, Any]:
+        found = locked(view.env, env_id)
+        if found is None:
+            raise HTTPException(404, f"no environment {env_id!r} in run {run}")
+        return found
+
+    @app.get("/api/stream")
+    async def stream(request: Request) -> StreamingResponse:
+        sub = hub.subscribe()
+        hello = await asyncio.to_thread(live.summary)
+
+        async def gen():
+            try:
+                yield b"retry: 1000\n\n"
+                yield format_sse("hello", hello)
+                async for msg in sub.messages(is_closed=request.is_disconnected):
+                    yield msg
+            finally:
+                hub.unsubscribe(sub)
+
+        return StreamingResponse(gen(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    if token:
+        app.add_middleware(TokenMiddleware, token=token)
+    return app

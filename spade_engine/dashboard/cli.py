@@ -1,0 +1,115 @@
+"""`spade-engine dashboard` (live web dashboard of a run) and `spade-engine audit` (a static
+report of how difficulty evolved, why candidates were rejected, which environments drove
+learning)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, check_backend, console, handle_errors, open_run
+from ..errors import SpadeError
+from ..events.store import resolve_data_dir, resolve_run
+
+__all__ = ["register", "dashboard_cmd", "audit_cmd", "is_loopback"]
+
+
+class DashboardError(SpadeError):
+    """The dashboard cannot be started as asked."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@handle_errors
+def dashboard_cmd(
+    run: RunArg = None,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port.")] = 8765,
+    token: Annotated[
+        Optional[str],
+        typer.Option("--token", envvar="SPADE_DASHBOARD_TOKEN", show_default=False,
+                     help="Require this token on every request (header or ?token=); needed to bind a non-loopback host."),
+    ] = None,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Serve a live web dashboard of a run (counters, difficulty charts, event feed, environment
+    browser, policy versions); works on finished and running runs."""
+    import uvicorn
+
+    from .app import create_app
+
+    check_backend(backend)
+    if not is_loopback(host) and not token:
+        raise DashboardError(
+            f"refusing to bind {host} without a token: pass --token or set SPADE_DASHBOARD_TOKEN "
+            "(or bind 127.0.0.1)"
+        )
+    if not 0 < port < 65536:
+        raise DashboardError(f"--port {port} is not a TCP port")
+    root = resolve_data_dir(data_dir)
+    boot = bootstrap or os.environ.get("SPADE_KAFKA_BOOTSTRAP")
+    run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
+    app = create_app(root, run_id, token, backend=backend, bootstrap=boot)
+    shown = f"[{host}]" if ":" in host else host
+    qs = "?token=<token>" if token else ""
+    console.print(f"dashboard of {run_id} on http://{shown}:{port}/{qs}  (Ctrl-C stops)", highlight=False)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    except OSError as exc:
+        raise DashboardError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+
+
+@handle_errors
+def audit_cmd(
+    run: RunArg = None,
+    until: Annotated[
+        Optional[str],
+        typer.Option("--until", help="Only events before this offset, or up to this ISO time (2026-01-31T12:00:00Z).",
+                     show_default=False),
+    ] = None,
+    out_dir: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="Report directory (default: <run dir>/audit).", show_default=False)
+    ] = None,
+    window: Annotated[Optional[int], typer.Option("--window", help="Environments per window.", show_default=False)] = None,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Write a self-contained HTML report, CSV tables and a terminal summary of a run: difficulty
+    by window and skill, rejection reasons, frontier-band occupancy, top-regret environments and
+    their lineage, policy versions. The same log always gives the same files (bar one timestamp)."""
+    from ..archive.difficulty import DEFAULT_WINDOW
+    from ..archive.replay import parse_until
+    from ..events.store import DataDir
+    from .audit import build_audit, print_summary, write_audit
+
+    bound = parse_until(until)
+    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    try:
+        target = out_dir or DataDir(resolve_data_dir(data_dir)).run_dir(run_id) / "audit"
+        audit = build_audit(log, until=bound, window=window or DEFAULT_WINDOW)
+    finally:
+        log.close()
+    files = write_audit(audit, target)
+    print_summary(audit)
+    console.print(f"wrote {', '.join(str(f) for f in files)}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `dashboard` and `audit` to the main CLI."""
+    app.command("dashboard")(dashboard_cmd)
+    app.command("audit")(audit_cmd)

@@ -1,0 +1,209 @@
+"""The dashboard's live state: a background thread that follows a run's log, drives the
+projections of :class:`~spade_engine.dashboard.views.RunView`, keeps the recent-event feed and
+pushes what changed to the SSE hub.
+
+Per batch read from the tail the thread first publishes the new events to the feed (so the
+append -> browser lag is one poll interval plus one read), then applies them to the
+projections, and at most every ``summary_interval_s`` publishes a ``summary`` (counters, and
+version numbers the page uses to refetch charts and tables). Projections flush their snapshots
+every ``flush_interval_s``, so a restarted dashboard resumes where this one stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from ..events.cli import summarize
+from ..events.log import Cursor, EventLog, Record, advance
+from .sse import Hub
+from .views import RunView
+
+__all__ = ["LiveState", "feed_item"]
+
+
+def feed_item(rec: Record) -> dict[str, Any]:
+    """One line of the live event feed."""
+    env = rec.envelope
+    try:
+        text = summarize(rec)
+    except Exception:  # noqa: BLE001 - a malformed payload still shows up in the feed
+        text = ""
+    return {
+        "partition": rec.partition,
+        "offset": rec.offset,
+        "type": env.type,
+        "key": env.key,
+        "occurred_at": env.occurred_at,
+        "producer": env.producer,
+        "summary": text,
+    }
+
+
+def _total(cursor: Mapping[int, int]) -> int:
+    return int(sum(cursor.values()))
+
+
+class LiveState:
+    """Follows one run's log in a thread and keeps the dashboard's state current."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        view: RunView,
+        hub: Hub | None = None,
+        *,
+        feed_size: int = 300,
+        batch: int = 2000,
+        poll_interval_s: float = 0.02,
+        flush_interval_s: float = 1.0,
+        summary_interval_s: float = 0.5,
+    ):
+        self.log = log
+        self.view = view
+        self.hub = hub or Hub()
+        self.batch = batch
+        self.poll_interval_s = poll_interval_s
+        self.flush_interval_s = flush_interval_s
+        self.summary_interval_s = summary_interval_s
+        self.lock = threading.RLock()
+        self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
+        self.cursor: Cursor = view.position()
+        self.version = 0  # bumped whenever projections changed (the page refetches charts)
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at = time.time()
+        self._rate: deque[tuple[float, int]] = deque(maxlen=50)
+        self._rows_cache: tuple[int, float, list[dict[str, Any]]] | None = None
+        # The feed starts with the last events now in the log, read directly; the follower feeds
+        # it only from here on, while it catches the projections up from their snapshots.
+        self.tail_start: Cursor = dict(log.end_cursor())
+        start = {p: max(0, o - feed_size) for p, o in self.tail_start.items()}
+        recent = [feed_item(r) for r in log.read(start)]
+        recent.sort(key=lambda f: (f["occurred_at"], f["partition"], f["offset"]))
+        self.feed.extend(recent[-feed_size:])
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> "LiveState":
+        self._thread = threading.Thread(target=self._run, name="dashboard-follower", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        with self.lock:
+            self.view.flush(self.cursor)
+        self.hub.close()
+
+    @property
+    def caught_up(self) -> bool:
+        return all(self.cursor.get(p, 0) >= o for p, o in self.tail_start.items())
+
+    # -- the follower ----------------------------------------------------------------------------
+
+    def step(self) -> int:
+        """Read and apply one batch from the tail; return how many records it had."""
+        records = list(self.log.read(self.cursor, limit=self.batch))
+        if not records:
+            return 0
+        fresh = [feed_item(r) for r in records if r.offset >= self.tail_start.get(r.partition, 0)]
+        if fresh:
+            with self.lock:
+                self.feed.extend(fresh)
+            self.hub.publish("events", fresh)
+        with self.lock:
+            cursor = self.cursor
+            for rec in records:
+                self.view.apply(rec)
+                cursor = advance(cursor, rec)
+            self.cursor = cursor
+            self.version += 1
+        self._rate.append((time.monotonic(), _total(cursor)))
+        return len(records)
+
+    def _run(self) -> None:
+        last_flush = last_summary = time.monotonic()
+        published_version = -1
+        dirty = False
+        while not self._stop.is_set():
+            try:
+                n = self.step()
+            except Exception as exc:  # noqa: BLE001 - keep serving what we have, say why
+                self.error = f"{exc.__class__.__name__}: {exc}"
+                self._stop.wait(1.0)
+                continue
+            self.error = None
+            now = time.monotonic()
+            if n:
+                dirty = True
+            if dirty and (n == 0 or now - last_flush >= self.flush_interval_s):
+                with self.lock:
+                    self.view.flush(self.cursor)
+                    self.version += 1
+                last_flush, dirty = now, False
+            if self.version != published_version and (n == 0 or now - last_summary >= self.summary_interval_s):
+                self.hub.publish("summary", self.summary())
+                published_version = self.version
+                last_summary = now
+            if n < self.batch:
+                self._stop.wait(self.poll_interval_s)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def events_per_s(self) -> float:
+        if len(self._rate) < 2:
+            return 0.0
+        (t0, n0), (t1, n1) = self._rate[0], self._rate[-1]
+        if time.monotonic() - t1 > 5:
+            return 0.0
+        return round((n1 - n0) / (t1 - t0), 1) if t1 > t0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """Live counters: events by type, environments by verdict, progress of the follower."""
+        with self.lock:
+            counts = dict(self.view.counts.counts)
+            cursor = dict(self.cursor)
+            version = self.version
+        rows = [r for r in self.series_rows() if r["skill"] == "*"]
+        latest = rows[-1] if rows else {}
+        return {
+            "run_id": self.log.run_id,
+            "version": version,
+            "cursor": cursor,
+            "applied": _total(cursor),
+            "log_end_at_start": _total(self.tail_start),
+            "caught_up": self.caught_up,
+            "events_per_s": self.events_per_s(),
+            "counts": counts,
+            "events": sum(counts.values()),
+            "verdicts": self.view.verdicts(),
+            "policy_versions": counts.get("PolicyUpdated", 0),
+            "latest_window": latest,
+            "stopped": counts.get("RunStopped", 0) > 0,
+            "error": self.error,
+        }
+
+    def series_rows(self, max_age_s: float = 1.0) -> list[dict[str, Any]]:
+        """The difficulty rows, recomputed at most every ``max_age_s`` while events arrive."""
+        now = time.monotonic()
+        with self.lock:
+            cached = self._rows_cache
+            if cached is not None and (cached[0] == self.version or now - cached[1] < max_age_s):
+                return cached[2]
+            rows = self.view.difficulty.rows()
+            self._rows_cache = (self.version, now, rows)
+            return rows
+
+    def recent(self, after: int | None = None) -> list[dict[str, Any]]:
+        with self.lock:
+            items = list(self.feed)
+        if after is not None:
+            items = [i for i in items if i["offset"] > after]
+        return items
