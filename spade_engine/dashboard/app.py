@@ -152,7 +152,8 @@ def create_app(
 
     @app.get("/api/series")
     def series() -> dict[str, Any]:
-        return view.series(live.series_rows())
+        rows = live.series_rows()
+        return view.series(rows, live.window_size())
 
     @app.get("/api/rejections")
     def rejections() -> list[dict[str, Any]]:

@@ -67,8 +67,16 @@ def dashboard_cmd(
     shown = f"[{host}]" if ":" in host else host
     qs = "?token=<token>" if token else ""
     console.print(f"dashboard of {run_id} on http://{shown}:{port}/{qs}  (Ctrl-C stops)", highlight=False)
+    hub = app.state.live.hub
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            hub.close()  # end the SSE streams so shutdown does not wait for browsers
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+        _Server(config).run()
     except OSError as exc:
         raise DashboardError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
 

@@ -1,12 +1,13 @@
-"""The dashboard's live state: a background thread that follows a run's log, drives the
-projections of :class:`~spade_engine.dashboard.views.RunView`, keeps the recent-event feed and
-pushes what changed to the SSE hub.
+"""The dashboard's live state: two background threads that follow a run's log.
 
-Per batch read from the tail the thread first publishes the new events to the feed (so the
-append -> browser lag is one poll interval plus one read), then applies them to the
-projections, and at most every ``summary_interval_s`` publishes a ``summary`` (counters, and
-version numbers the page uses to refetch charts and tables). Projections flush their snapshots
-every ``flush_interval_s``, so a restarted dashboard resumes where this one stopped.
+* the *tail* thread reads new records from the end of the log (as it was at startup) and
+  publishes them to the live feed and the SSE hub at once, so the append -> browser lag is one
+  poll interval plus one read, whatever the projections cost;
+* the *projector* thread drives the projections of :class:`~spade_engine.dashboard.views.RunView`
+  from their snapshots to the tail, flushes the archive every ``flush_interval_s`` (and the
+  full-state snapshots when idle or every ``snapshot_interval_s``, so a restarted dashboard
+  resumes where this one stopped), and at most every ``summary_interval_s`` publishes a
+  ``summary`` (counters, and a version number the page uses to refetch charts and tables).
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ class LiveState:
         batch: int = 2000,
         poll_interval_s: float = 0.02,
         flush_interval_s: float = 1.0,
+        snapshot_interval_s: float = 30.0,
         summary_interval_s: float = 0.5,
+        max_windows: int = 200,
     ):
         self.log = log
         self.view = view
@@ -68,6 +71,8 @@ class LiveState:
         self.batch = batch
         self.poll_interval_s = poll_interval_s
         self.flush_interval_s = flush_interval_s
+        self.snapshot_interval_s = snapshot_interval_s
+        self.max_windows = max_windows
         self.summary_interval_s = summary_interval_s
         self.lock = threading.RLock()
         self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
@@ -75,7 +80,7 @@ class LiveState:
         self.version = 0  # bumped whenever projections changed (the page refetches charts)
         self.error: str | None = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._started_at = time.time()
         self._rate: deque[tuple[float, int]] = deque(maxlen=50)
         self._rows_cache: tuple[int, float, list[dict[str, Any]]] | None = None
@@ -86,18 +91,23 @@ class LiveState:
         recent = [feed_item(r) for r in log.read(start)]
         recent.sort(key=lambda f: (f["occurred_at"], f["partition"], f["offset"]))
         self.feed.extend(recent[-feed_size:])
+        self.tail_cursor: Cursor = dict(self.tail_start)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> "LiveState":
-        self._thread = threading.Thread(target=self._run, name="dashboard-follower", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._tail, name="dashboard-tail", daemon=True),
+            threading.Thread(target=self._project, name="dashboard-projector", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        for t in self._threads:
+            t.join(timeout=30)
         with self.lock:
             self.view.flush(self.cursor)
         self.hub.close()
@@ -106,18 +116,41 @@ class LiveState:
     def caught_up(self) -> bool:
         return all(self.cursor.get(p, 0) >= o for p, o in self.tail_start.items())
 
-    # -- the follower ----------------------------------------------------------------------------
+    # -- the tail: new events to the feed, as soon as they are in the log ------------------------
+
+    def tail_step(self) -> int:
+        """Publish one batch of new records to the feed; return how many there were."""
+        records = list(self.log.read(self.tail_cursor, limit=self.batch))
+        if not records:
+            return 0
+        fresh = [feed_item(r) for r in records]
+        with self.lock:
+            self.feed.extend(fresh)
+        self.hub.publish("events", fresh)
+        cursor = self.tail_cursor
+        for rec in records:
+            cursor = advance(cursor, rec)
+        self.tail_cursor = cursor
+        return len(records)
+
+    def _tail(self) -> None:
+        while not self._stop.is_set():
+            try:
+                n = self.tail_step()
+            except Exception as exc:  # noqa: BLE001 - keep serving what we have, say why
+                self.error = f"feed: {exc.__class__.__name__}: {exc}"
+                self._stop.wait(1.0)
+                continue
+            if n < self.batch:
+                self._stop.wait(self.poll_interval_s)
+
+    # -- the projector: the projections, from their snapshots to the tail -----------------------
 
     def step(self) -> int:
-        """Read and apply one batch from the tail; return how many records it had."""
+        """Apply one batch of records to the projections; return how many there were."""
         records = list(self.log.read(self.cursor, limit=self.batch))
         if not records:
             return 0
-        fresh = [feed_item(r) for r in records if r.offset >= self.tail_start.get(r.partition, 0)]
-        if fresh:
-            with self.lock:
-                self.feed.extend(fresh)
-            self.hub.publish("events", fresh)
         with self.lock:
             cursor = self.cursor
             for rec in records:
@@ -128,26 +161,31 @@ class LiveState:
         self._rate.append((time.monotonic(), _total(cursor)))
         return len(records)
 
-    def _run(self) -> None:
-        last_flush = last_summary = time.monotonic()
+    def _project(self) -> None:
+        last_flush = last_heavy = last_summary = time.monotonic()
         published_version = -1
-        dirty = False
+        dirty = heavy_dirty = False
         while not self._stop.is_set():
             try:
                 n = self.step()
             except Exception as exc:  # noqa: BLE001 - keep serving what we have, say why
-                self.error = f"{exc.__class__.__name__}: {exc}"
+                self.error = f"projections: {exc.__class__.__name__}: {exc}"
                 self._stop.wait(1.0)
                 continue
             self.error = None
             now = time.monotonic()
             if n:
-                dirty = True
+                dirty = heavy_dirty = True
+            # the archive (what the browser queries) flushes often; the full-state snapshots of
+            # memory and difficulty (only needed for a restart) when idle or every heavy interval
             if dirty and (n == 0 or now - last_flush >= self.flush_interval_s):
+                heavy = n == 0 or now - last_heavy >= self.snapshot_interval_s
                 with self.lock:
-                    self.view.flush(self.cursor)
+                    self.view.flush(self.cursor, light=not heavy)
                     self.version += 1
                 last_flush, dirty = now, False
+                if heavy:
+                    last_heavy, heavy_dirty = now, False
             if self.version != published_version and (n == 0 or now - last_summary >= self.summary_interval_s):
                 self.hub.publish("summary", self.summary())
                 published_version = self.version
@@ -197,9 +235,16 @@ class LiveState:
             cached = self._rows_cache
             if cached is not None and (cached[0] == self.version or now - cached[1] < max_age_s):
                 return cached[2]
-            rows = self.view.difficulty.rows()
+            size = self.window_size()
+            rows = self.view.difficulty.rows(size)
             self._rows_cache = (self.version, now, rows)
             return rows
+
+    def window_size(self) -> int:
+        """Environments per chart window: the series' own, or larger so at most ``max_windows``."""
+        base = self.view.difficulty.window
+        n = len(self.view.difficulty.envs)
+        return max(base, -(-n // self.max_windows))
 
     def recent(self, after: int | None = None) -> list[dict[str, Any]]:
         with self.lock:

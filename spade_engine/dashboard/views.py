@@ -150,8 +150,12 @@ class RunView:
             if record.offset >= start.get(record.partition, 0):
                 proj.apply(record)
 
-    def flush(self, cursor: Mapping[int, int]) -> None:
+    def flush(self, cursor: Mapping[int, int], *, light: bool = False) -> None:
+        """Snapshot the projections at ``cursor``; ``light`` only the archive and the counters
+        (incremental writes), leaving the full-state memory and difficulty snapshots for later."""
         for proj in self.projections:
+            if light and proj is not self.archive and proj is not self.counts:
+                continue
             proj.flush(cursor)
 
     def close(self) -> None:
@@ -180,9 +184,9 @@ class RunView:
         with self.engine.connect() as conn:
             return sorted(s for (s,) in conn.execute(select(_ENV.c.skill).distinct()) if s)
 
-    def series(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        return {"metrics": METRICS, "window": self.difficulty.window, "band": list(self.band),
-                "rows": self.difficulty.rows() if rows is None else rows}
+    def series(self, rows: list[dict[str, Any]] | None = None, window: int | None = None) -> dict[str, Any]:
+        return {"metrics": METRICS, "window": window or self.difficulty.window, "band": list(self.band),
+                "rows": self.difficulty.rows(window) if rows is None else rows}
 
     def policies(self) -> list[dict[str, Any]]:
         return [

@@ -58,6 +58,7 @@ function renderSeries(data) {
   for (const s of skills) if (!have.has(s)) sel.append(el("option", { value: s }, s));
   document.getElementById("series-note").textContent = `windows of ${data.window} environments · frontier band [${data.band.join(", ")}]`;
   const groups = only ? [only] : ["*", ...skills];
+  const nWindows = new Set(data.rows.map((r) => r.window)).size;
   for (const m of METRICS) {
     const traces = groups.map((g, i) => {
       const rows = data.rows.filter((r) => r.skill === g);
@@ -65,7 +66,7 @@ function renderSeries(data) {
         line: { width: g === "*" ? 3 : 1.5, color: g === "*" ? "#111827" : PALETTE[i % PALETTE.length] }, marker: { size: 4 }, connectgaps: false };
     });
     const layout = { title: { text: data.metrics[m] || m, font: { size: 13 } }, margin: { l: 40, r: 8, t: 30, b: 30 },
-      xaxis: { title: { text: "window", font: { size: 11 } } }, yaxis: { rangemode: "tozero" }, showlegend: m === METRICS[0],
+      xaxis: { title: { text: "window", font: { size: 11 } }, dtick: Math.max(1, Math.ceil(nWindows / 10)) }, yaxis: { rangemode: "tozero" }, showlegend: m === METRICS[0],
       legend: { orientation: "h", y: -0.25, font: { size: 10 } }, paper_bgcolor: "#fff", plot_bgcolor: "#fff" };
     Plotly.react("chart-" + m, traces, layout, { displayModeBar: false, responsive: true });
   }
