@@ -74,7 +74,8 @@ class LiveState:
         self.snapshot_interval_s = snapshot_interval_s
         self.max_windows = max_windows
         self.summary_interval_s = summary_interval_s
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # projections (the projector writes, requests read)
+        self._feed_lock = threading.Lock()  # the feed only, so the tail never waits on projections
         self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
         self.cursor: Cursor = view.position()
         self.version = 0  # bumped whenever projections changed (the page refetches charts)
@@ -84,6 +85,7 @@ class LiveState:
         self._started_at = time.time()
         self._rate: deque[tuple[float, int]] = deque(maxlen=50)
         self._rows_cache: tuple[int, float, list[dict[str, Any]]] | None = None
+        self._rows_cost_s = 0.0
         # The feed starts with the last events now in the log, read directly; the follower feeds
         # it only from here on, while it catches the projections up from their snapshots.
         self.tail_start: Cursor = dict(log.end_cursor())
@@ -124,7 +126,7 @@ class LiveState:
         if not records:
             return 0
         fresh = [feed_item(r) for r in records]
-        with self.lock:
+        with self._feed_lock:
             self.feed.extend(fresh)
         self.hub.publish("events", fresh)
         cursor = self.tail_cursor
@@ -180,9 +182,13 @@ class LiveState:
             # memory and difficulty (only needed for a restart) when idle or every heavy interval
             if dirty and (n == 0 or now - last_flush >= self.flush_interval_s):
                 heavy = n == 0 or now - last_heavy >= self.snapshot_interval_s
+                view = self.view
                 with self.lock:
-                    self.view.flush(self.cursor, light=not heavy)
+                    names = {view.archive.name, view.counts.name} | ({view.memory.name} if heavy else set())
+                    view.flush_only(self.cursor, names)
                     self.version += 1
+                if heavy:  # a full JSON snapshot: written outside the lock (only this thread mutates it)
+                    view.flush_only(self.cursor, {view.difficulty.name})
                 last_flush, dirty = now, False
                 if heavy:
                     last_heavy, heavy_dirty = now, False
@@ -233,10 +239,13 @@ class LiveState:
         now = time.monotonic()
         with self.lock:
             cached = self._rows_cache
-            if cached is not None and (cached[0] == self.version or now - cached[1] < max_age_s):
+            # recomputing is O(environments): on big runs refresh less often than it takes
+            age = max(max_age_s, 5 * self._rows_cost_s)
+            if cached is not None and (cached[0] == self.version or now - cached[1] < age):
                 return cached[2]
             size = self.window_size()
             rows = self.view.difficulty.rows(size)
+            self._rows_cost_s = time.monotonic() - now
             self._rows_cache = (self.version, now, rows)
             return rows
 
@@ -247,7 +256,7 @@ class LiveState:
         return max(base, -(-n // self.max_windows))
 
     def recent(self, after: int | None = None) -> list[dict[str, Any]]:
-        with self.lock:
+        with self._feed_lock:
             items = list(self.feed)
         if after is not None:
             items = [i for i in items if i["offset"] > after]

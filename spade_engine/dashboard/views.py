@@ -153,10 +153,14 @@ class RunView:
     def flush(self, cursor: Mapping[int, int], *, light: bool = False) -> None:
         """Snapshot the projections at ``cursor``; ``light`` only the archive and the counters
         (incremental writes), leaving the full-state memory and difficulty snapshots for later."""
+        names = {self.archive.name, self.counts.name} if light else {p.name for p in self.projections}
+        self.flush_only(cursor, names)
+
+    def flush_only(self, cursor: Mapping[int, int], names: set[str] | tuple[str, ...]) -> None:
+        """Snapshot the named projections at ``cursor``."""
         for proj in self.projections:
-            if light and proj is not self.archive and proj is not self.counts:
-                continue
-            proj.flush(cursor)
+            if proj.name in names:
+                proj.flush(cursor)
 
     def close(self) -> None:
         self.projs.close()
