@@ -106,3 +106,41 @@ def test_cli_refuses_public_bind_without_token(data_dir, monkeypatch):
     assert "token" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(cli_app, ["dashboard", "--data-dir", str(data_dir / "nowhere")])
     assert res.exit_code == 2 and "no runs" in res.output
+
+
+def test_cli_serves_and_stops_cleanly_with_an_open_stream(data_dir, tmp_path):
+    """`spade-engine dashboard` as a real process: serves the run, then exits promptly on Ctrl-C
+    even while a browser holds the SSE stream open."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dashboard_support import free_port
+
+    root = Path(__file__).resolve().parent.parent
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(root), SPADE_DASHBOARD_TOKEN="")
+    proc = subprocess.Popen([sys.executable, "-m", "spade_engine.cli", "dashboard", "--data-dir", str(data_dir),
+                             "--port", str(port)], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}/"
+
+        def up():
+            try:
+                return httpx.get(base + "api/summary", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return proc.poll() is not None
+
+        assert _wait(up, timeout=90) and proc.poll() is None
+        with httpx.Client(base_url=base, timeout=10) as c, c.stream("GET", "api/stream") as r:
+            assert next(line for line in r.iter_lines() if line.startswith("event:")) == "event: hello"
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 0
+        output = proc.stdout.read().decode()
+        assert f"127.0.0.1:{port}" in output and "Traceback" not in output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

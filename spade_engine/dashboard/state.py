@@ -5,7 +5,7 @@
   poll interval plus one read, whatever the projections cost;
 * the *projector* thread drives the projections of :class:`~spade_engine.dashboard.views.RunView`
   from their snapshots to the tail, flushes the archive every ``flush_interval_s`` (and the
-  full-state snapshots when idle or every ``snapshot_interval_s``, so a restarted dashboard
+  full-state snapshots once the log is quiet or every ``snapshot_interval_s``, so a restarted dashboard
   resumes where this one stopped), and at most every ``summary_interval_s`` publishes a
   ``summary`` (counters, and a version number the page uses to refetch charts and tables).
 """
@@ -61,7 +61,8 @@ class LiveState:
         batch: int = 2000,
         poll_interval_s: float = 0.02,
         flush_interval_s: float = 1.0,
-        snapshot_interval_s: float = 30.0,
+        snapshot_interval_s: float = 120.0,
+        idle_snapshot_s: float = 2.0,
         summary_interval_s: float = 0.5,
         max_windows: int = 200,
     ):
@@ -72,6 +73,7 @@ class LiveState:
         self.poll_interval_s = poll_interval_s
         self.flush_interval_s = flush_interval_s
         self.snapshot_interval_s = snapshot_interval_s
+        self.idle_snapshot_s = idle_snapshot_s
         self.max_windows = max_windows
         self.summary_interval_s = summary_interval_s
         self.lock = threading.RLock()  # projections (the projector writes, requests read)
@@ -164,7 +166,7 @@ class LiveState:
         return len(records)
 
     def _project(self) -> None:
-        last_flush = last_heavy = last_summary = time.monotonic()
+        last_flush = last_heavy = last_summary = last_record = time.monotonic()
         published_version = -1
         dirty = heavy_dirty = False
         while not self._stop.is_set():
@@ -178,10 +180,15 @@ class LiveState:
             now = time.monotonic()
             if n:
                 dirty = heavy_dirty = True
+                last_record = now
             # the archive (what the browser queries) flushes often; the full-state snapshots of
-            # memory and difficulty (only needed for a restart) when idle or every heavy interval
-            if dirty and (n == 0 or now - last_flush >= self.flush_interval_s):
-                heavy = n == 0 or now - last_heavy >= self.snapshot_interval_s
+            # memory and difficulty (only needed for a restart: whole-state JSON, costly on big
+            # runs) once the log has been quiet for idle_snapshot_s, or every snapshot_interval_s
+            quiet = now - last_record >= self.idle_snapshot_s
+            if (dirty and (n == 0 or now - last_flush >= self.flush_interval_s)) or (
+                heavy_dirty and (quiet or now - last_heavy >= self.snapshot_interval_s)
+            ):
+                heavy = heavy_dirty and (quiet or now - last_heavy >= self.snapshot_interval_s)
                 view = self.view
                 with self.lock:
                     names = {view.archive.name, view.counts.name} | ({view.memory.name} if heavy else set())
