@@ -137,7 +137,8 @@ def test_cli_serves_and_stops_cleanly_with_an_open_stream(data_dir, tmp_path):
         with httpx.Client(base_url=base, timeout=10) as c, c.stream("GET", "api/stream") as r:
             assert next(line for line in r.iter_lines() if line.startswith("event:")) == "event: hello"
             proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=20) == 0
+            # uvicorn re-raises the signal after its graceful shutdown: the shell convention 130
+            assert proc.wait(timeout=20) in (0, 130, -signal.SIGINT)
         output = proc.stdout.read().decode()
         assert f"127.0.0.1:{port}" in output and "Traceback" not in output
     finally:
