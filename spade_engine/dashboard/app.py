@@ -11,17 +11,18 @@ passes it on to the requests it makes.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hmac
 import html
 import json
-import os
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import parse_qs, quote
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from ..archive.difficulty import DEFAULT_WINDOW
 from ..events.store import DataDir, open_event_log, resolve_run
@@ -87,10 +88,13 @@ def create_app(
     state_dir: str | Path | None = None,
     poll_interval_s: float = 0.02,
     window: int = DEFAULT_WINDOW,
+    server_process: bool = False,
 ) -> FastAPI:
     """The dashboard app for ``run_id`` (``None``: the latest run) in ``data_dir``.
 
     The projections' snapshots live in ``state_dir`` (default ``<run dir>/dashboard``).
+    ``server_process``: this process only serves the dashboard, so the app may tune the
+    process-wide garbage collector and thread switch interval for a low SSE lag.
     """
     root = Path(data_dir)
     run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
@@ -103,6 +107,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        await asyncio.to_thread(live.series_rows)  # the charts' rows, ready for the first page
+        if server_process:
+            # Snapshots of a big run are millions of long-lived objects: move them out of the
+            # garbage collector's sight, so its full collections (which hold the GIL for hundreds
+            # of milliseconds) do not stall the tail thread; switch threads every 1 ms so it
+            # never queues long behind the projector for the GIL.
+            gc.collect()
+            gc.freeze()
+            sys.setswitchinterval(0.001)
         live.start()
         try:
             yield

@@ -101,7 +101,7 @@ def build_audit(log: EventLog, *, until: int | str | None = None, window: int = 
                 e["frontier"] = frontier_bucket(e.get("win_rate_plain"), band)
             series = view.difficulty.rows()
             counts: dict[str, int] = {}
-            for rec in _bounded(log, until, result.cursor):
+            for rec in _replayed(log, result.cursor):
                 counts[rec.envelope.type] = counts.get(rec.envelope.type, 0) + 1
             wins = _window_of(view, window)
             occ: dict[tuple[int, str], dict[str, int]] = {}
@@ -140,7 +140,8 @@ def build_audit(log: EventLog, *, until: int | str | None = None, window: int = 
             view.close()
 
 
-def _bounded(log: EventLog, until: int | str | None, cursor: Cursor):
+def _replayed(log: EventLog, cursor: Cursor):
+    """The records the replay applied (those before its final cursor)."""
     for rec in log.read({}):
         if rec.offset >= cursor.get(rec.partition, 0):
             continue

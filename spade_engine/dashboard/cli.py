@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -64,7 +63,7 @@ def dashboard_cmd(
     root = resolve_data_dir(data_dir)
     boot = bootstrap or os.environ.get("SPADE_KAFKA_BOOTSTRAP")
     run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
-    app = create_app(root, run_id, token, backend=backend, bootstrap=boot)
+    app = create_app(root, run_id, token, backend=backend, bootstrap=boot, server_process=True)
     shown = f"[{host}]" if ":" in host else host
     qs = "?token=<token>" if token else ""
     console.print(f"dashboard of {run_id} on http://{shown}:{port}/{qs}  (Ctrl-C stops)", highlight=False)
@@ -75,9 +74,6 @@ def dashboard_cmd(
             hub.close()  # end the SSE streams so shutdown does not wait for browsers
             super().handle_exit(sig, frame)  # type: ignore[arg-type]
 
-    # The tail thread must not queue behind the projector for the GIL (each SQLite read releases
-    # and re-takes it): a 1 ms switch interval keeps the append -> browser lag low under load.
-    sys.setswitchinterval(0.001)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
     try:
         _Server(config).run()

@@ -106,10 +106,6 @@ def highlight_python(code: str) -> str:
     return highlight(code, PythonLexer(), HtmlFormatter(cssclass="hl", linenos="table"))
 
 
-def _jsonable(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items()}
-
-
 class RunView:
     """The projections of one run the dashboard keeps, and the queries it answers.
 
