@@ -297,7 +297,7 @@ def main() -> None:
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
-                proc.wait(15)
+                proc.wait(90)  # it writes its final snapshots before exiting
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

@@ -128,8 +128,20 @@ class RunView:
         self.counts = EventCounts(self.state_dir / "counts.json")
         self.projections = [*self.projs.all, self.counts]
         self.engine = self.archive.engine
+        self._add_lineage_indexes()
         #: where each projection's snapshot was when opened: older records are not re-applied
         self._starts = [p.position() for p in self.projections]
+
+    def _add_lineage_indexes(self) -> None:
+        """Indexes for the environment browser's lineage and neighbour look-ups, on this private
+        copy of the archive only (a covering index for ``parents``, so finding the environments
+        that used one as an example scans the index rather than every row's code)."""
+        from sqlalchemy import text
+
+        with self.engine.begin() as conn:
+            for name, cols in (("dash_ix_repair_of", "repair_of"), ("dash_ix_nearest", "nearest_env_id"),
+                               ("dash_ix_parents", "parents, env_id, first_offset")):
+                conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON environments ({cols})"))
 
     # -- feeding ---------------------------------------------------------------------------------
 
