@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import __version__
+from .consumers.cli import app as consumers_app
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -14,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
+app.add_typer(consumers_app, name="consumers")
 
 
 @app.command("version")
