@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import __version__
+from .engine.validate_cli import validate as validate_command
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -14,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
+app.command("validate")(validate_command)
 
 
 @app.command("version")
