@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import string
+from builtins import callable, getattr, isinstance, issubclass, len, type  # immune to monkeypatching
 from typing import Any, SupportsFloat
 
 import gymnasium as gym

@@ -10,10 +10,40 @@ relative imports.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
+from builtins import bytes, dict, isinstance, len, memoryview, min, type  # immune to monkeypatching
+from json.decoder import JSONDecoder
 from typing import Any
+
+try:  # the C encoder, bound once: an environment patching json or builtins cannot change it
+    from _json import encode_basestring_ascii as _c_ascii
+    from _json import make_encoder as _c_make_encoder
+
+    def _no_default(o: Any) -> Any:
+        raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+    _C_ENCODER = _c_make_encoder(None, _no_default, _c_ascii, None, ":", ",", False, False, False)
+
+    def _dumps(obj: Any) -> str:
+        return "".join(_C_ENCODER(obj, 0))
+
+except ImportError:  # pragma: no cover - CPython always has _json
+    from json import dumps as _json_dumps
+
+    def _dumps(obj: Any) -> str:
+        return _json_dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+_scan_once = JSONDecoder().scan_once  # the C scanner, bound once (json.loads is Python code)
+
+
+def _loads(payload: bytes) -> Any:
+    text = payload.decode("utf-8")
+    obj, end = _scan_once(text, 0)
+    if end != len(text):
+        raise ValueError("trailing data after the JSON value")
+    return obj
 
 __all__ = ["MAX_FRAME", "FrameError", "encode", "decode", "FrameBuffer", "read_frame", "write_frame"]
 
@@ -27,7 +57,7 @@ class FrameError(Exception):
 
 def encode(obj: dict[str, Any]) -> bytes:
     """One frame (header + JSON) for ``obj``; ASCII-escaped so any Python str survives."""
-    payload = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+    payload = _dumps(obj).encode("ascii")
     if len(payload) > MAX_FRAME:
         raise FrameError(f"frame of {len(payload)} bytes exceeds {MAX_FRAME}")
     return _HEADER.pack(len(payload)) + payload
@@ -36,8 +66,8 @@ def encode(obj: dict[str, Any]) -> bytes:
 def decode(payload: bytes) -> dict[str, Any]:
     """The JSON object in a frame payload (raises FrameError on anything else)."""
     try:
-        obj = json.loads(payload)
-    except (ValueError, RecursionError, MemoryError) as exc:
+        obj = _loads(payload)
+    except (ValueError, StopIteration, RecursionError, MemoryError) as exc:
         raise FrameError(f"frame is not JSON: {type(exc).__name__}") from None
     if not isinstance(obj, dict):
         raise FrameError(f"frame holds a {type(obj).__name__}, not an object")

@@ -70,6 +70,7 @@ SCRUBBED_ENV_KEYS = (
     "MKL_NUM_THREADS",
     "NUMEXPR_NUM_THREADS",
     "TOKENIZERS_PARALLELISM",
+    "MALLOC_ARENA_MAX",
 )
 
 
@@ -105,6 +106,7 @@ def scrubbed_environ(tmp: str = "/tmp") -> dict[str, str]:
         "MKL_NUM_THREADS": "1",
         "NUMEXPR_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        "MALLOC_ARENA_MAX": "2",  # threads would otherwise reserve 64 MiB arenas under RLIMIT_AS
     }
 
 

@@ -57,6 +57,23 @@ def _close_all_pools() -> None:
 atexit.register(_close_all_pools)
 
 
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(x) for x in text.split()]
+    except (OSError, ValueError):
+        out = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    if int(d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d.name))
+                except (OSError, ValueError, IndexError):
+                    pass
+        return out
+
+
 class _Worker:
     """One worker process: its pipes, its frame buffers, its state."""
 
@@ -150,23 +167,41 @@ class _Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
-        """Kill the worker's process group (and so its PID namespace) and forget it."""
+        """Kill the worker and everything it started, and forget it.
+
+        Closing the command pipe makes the supervisor SIGKILL the zygote (PID 1 of the task
+        namespace, so every process in it dies), reap it and exit; if it does not within a few
+        seconds, its children and then its whole process group are SIGKILLed from here."""
         proc, self.proc = self.proc, None
+        if self.cmd_w >= 0:
+            try:
+                os.close(self.cmd_w)
+            except OSError:
+                pass
+            self.cmd_w = -1
         if proc is not None:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                for child in _children(proc.pid):
+                    try:
+                        os.kill(child, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:  # pragma: no cover - a D-state process
+                    log.error("sandbox worker %s (pid %s) did not die", self.slot, proc.pid)
             if self.task_pid and not self.task_pidns:
                 for kill in (os.killpg, os.kill):
                     try:
                         kill(self.task_pid, signal.SIGKILL)
                     except (ProcessLookupError, PermissionError):
                         pass
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - a D-state process
-                log.error("sandbox worker %s (pid %s) did not die", self.slot, proc.pid)
         for name in ("cmd_w", "resp_r", "status_r"):
             fd = getattr(self, name)
             if fd >= 0:

@@ -58,7 +58,7 @@ import signal  # noqa: E402
 import statistics  # noqa: E402,F401
 import string  # noqa: E402,F401
 import textwrap  # noqa: E402,F401
-import threading  # noqa: E402,F401
+import threading  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
@@ -66,6 +66,13 @@ import typing  # noqa: E402,F401
 import unicodedata  # noqa: E402,F401
 import warnings  # noqa: E402
 from typing import Any  # noqa: E402
+
+# Bound as module globals so that an environment monkeypatching builtins/math cannot change how
+# this worker encodes what it sends (the engine re-checks everything anyway).
+from builtins import (  # noqa: E402
+    all, any, bool, callable, dict, float, getattr, int, isinstance, issubclass, len, list, str, tuple, type,
+)
+from math import isfinite  # noqa: E402
 
 import gymnasium  # noqa: E402
 import gymnasium.spaces  # noqa: E402
@@ -180,6 +187,7 @@ def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     devnull = os.open("/dev/null", os.O_RDWR)
+    threading.stack_size(2 << 20)  # 2 MiB thread stacks: threads count against RLIMIT_AS
     isolation.confine(opts, layers, detail)
     if not opts.get("isolate", True):
         layers["audit_hook"] = False
@@ -251,9 +259,10 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int
     if opts.get("isolate", True):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     isolation._libc = None
-    _hollow_forbidden_modules()
     if opts.get("isolate", True):
-        sys.addaudithook(_make_hook(resp_w, tmp))
+        readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
+        _hollow_forbidden_modules()
+        sys.addaudithook(_make_hook(resp_w, tmp, readable))
     runner = _TaskRunner(opts)
     framing.write_frame(resp_w, {"seq": 0, "op": "ready"})
     while True:
@@ -266,8 +275,8 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int
         reply = runner.handle(cmd)
         try:
             framing.write_frame(resp_w, reply)
-        except framing.FrameError as exc:
-            framing.write_frame(resp_w, _error(cmd.get("seq"), "contract", f"reply too large: {exc}"))
+        except (framing.FrameError, ValueError, TypeError) as exc:
+            framing.write_frame(resp_w, _error(cmd.get("seq"), "contract", f"reply not sendable: {exc}"))
         except MemoryError:
             os._exit(MEMORY_EXIT)
         if cmd.get("op") == "end":
@@ -288,7 +297,7 @@ def _hollow_forbidden_modules() -> None:
                 pass
 
 
-def _make_hook(resp_w: int, tmp: str) -> Any:
+def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> Any:
     write, exit_, encode = os.write, os._exit, framing.encode
     realpath, join, getcwd, fsdecode, getpid = os.path.realpath, os.path.join, os.getcwd, os.fsdecode, os.getpid
     forbidden_events, prefixes, modules = _FORBIDDEN_EVENTS, _FORBIDDEN_PREFIXES, FORBIDDEN_MODULES
@@ -321,7 +330,9 @@ def _make_hook(resp_w: int, tmp: str) -> Any:
         p = resolve(path)
         if p is None:
             return
-        if any(p == d or p.startswith(d + "/") for d in deny_read):
+        if any(p == d or p.startswith(d + "/") for d in deny_read) and not any(
+            p == r or p.startswith(r + "/") for r in readable
+        ):
             die(event, f"read of {p}")
         if p.startswith("/proc/"):
             part = p[6:].partition("/")[0]
@@ -540,8 +551,9 @@ class _TaskRunner:
 
     def op_close(self, cmd: dict[str, Any]) -> dict[str, Any]:
         env = self.envs.pop(cmd.get("iid"), None)  # type: ignore[arg-type]
-        if env is not None:
-            env.close()
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
         return {}
 
     def op_end(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -573,7 +585,7 @@ def _wire_reward(x: Any) -> dict[str, Any]:
             f = float(x)
         except (OverflowError, ValueError, TypeError):
             return {"bad": "reward is not representable as a float"}
-        if not math.isfinite(f):
+        if not isfinite(f):
             return {"bad": f"reward is not finite: {f}"}
         return {"v": f}
     return {"bad": f"reward must be a number, got {_tname(x)}"}
@@ -605,7 +617,7 @@ def _json_safe(x: Any, depth: int, budget: list[int]) -> Any:
     if t is int:
         return x if -(2**53) <= x <= 2**53 else float(x) if abs(x) < 1e300 else "<int>"
     if t is float:
-        return x if math.isfinite(x) else str(x)
+        return x if isfinite(x) else str(x)
     if t is str:
         return x[:1000]
     if isinstance(x, (numpy.integer, numpy.floating, numpy.bool_)):
