@@ -13,7 +13,7 @@ check               passes when                                                 
 ``import``          module import + one instance within time and memory limits    timeout, memory,
                                                                                   crash, forbidden
 ``reset``           reset(seed) -> (str, dict) at two seeds                       contract, crash
-``determinism``     same seed -> same observation (and same first step)           nondeterministic
+``determinism``     same seed -> same observation (fresh instance, second reset)  nondeterministic
 ``step``            step(probe) -> (str, number, bool, bool, dict) for every      contract, crash
                     probe action, garbage included
 ``rewards``         every reward seen is finite and within the reward range       contract
@@ -291,12 +291,8 @@ class Validator:
         obs_a, _ = run.reset(run.iid, seed)
         if obs_a != run.first_obs[seed]:
             raise _Fail(ErrorKind.NONDETERMINISTIC, f"resetting again with seed={seed} gave a different observation")
-        probe = self.probes[1] if len(self.probes) > 1 else "garbage"
-        a, b = run.step(run.iid, probe), run.step(other, probe)
-        if (a.observation, a.reward, a.terminated) != (b.observation, b.reward, b.terminated):
-            raise _Fail(ErrorKind.NONDETERMINISTIC, f"the same step({_short(probe)}) after reset(seed={seed}) gave different results")
         run.call("close", self.step_timeout_s, iid=other)
-        return f"seed {seed}: same observation and first step twice"
+        return f"seed {seed}: the same observation from a fresh instance and from a second reset"
 
     def _step(self, run: _Run) -> str:
         assert run.iid is not None
