@@ -183,6 +183,7 @@ def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
     if not layers.get("private_tmp") and opts.get("tmp_dir"):
         layers["private_tmp"] = True  # a private directory made by the engine (no size limit)
     os.chdir(tmp)
+    os.environ["HOME"] = os.environ["TMPDIR"] = tmp
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
