@@ -486,7 +486,10 @@ class SandboxPool:
             if self.config.require_isolation:
                 self.close()
                 raise IsolationError(msg + " (sandbox.require_isolation is set)")
-            log.warning("%s; running with the rest", msg)
+            if isolate:
+                log.warning("%s; running with the rest", msg)
+            else:
+                log.info("isolation disabled by the caller (isolate=False)")
         self.missing_layers = missing
 
     # -- workers --------------------------------------------------------------------------
