@@ -85,6 +85,7 @@ class _Worker:
         self.tasks = 0
         self.task_pid: int | None = None
         self.task_pidns = True
+        self._kill_lock = threading.Lock()
         self.tmp_dir: str | None = None
         self.cmd_w = self.resp_r = self.status_r = -1
         self.resp_buf = framing.FrameBuffer()
@@ -109,6 +110,7 @@ class _Worker:
         opts = {
             "fds": [cmd_r, resp_w, status_w],
             "isolate": self.pool.isolate,
+            "audit_hook": self.pool.audit_hook,
             "uid": uid,
             "memory_mb": cfg.memory_mb,
             "cpu_s": cfg.cpu_s,
@@ -172,6 +174,10 @@ class _Worker:
         Closing the command pipe makes the supervisor SIGKILL the zygote (PID 1 of the task
         namespace, so every process in it dies), reap it and exit; if it does not within a few
         seconds, its children and then its whole process group are SIGKILLed from here."""
+        with self._kill_lock:
+            self._kill()
+
+    def _kill(self) -> None:
         proc, self.proc = self.proc, None
         if self.cmd_w >= 0:
             try:
@@ -453,12 +459,17 @@ class SandboxPool:
     """Pre-forked isolated workers for model-written environments (thread-safe).
 
     ``isolate=False`` runs workers without namespaces, uid drop, rlimits or audit hook; it exists
-    for the benchmark's baseline and says so in :attr:`layers`.
+    for the benchmark's baseline. ``audit_hook=False`` keeps every OS layer but not the hook; it
+    exists to test that the OS layers contain hostile code on their own. Both show in
+    :attr:`layers`.
     """
 
-    def __init__(self, config: SandboxConfig | None = None, *, isolate: bool = True, python: str | None = None) -> None:
+    def __init__(
+        self, config: SandboxConfig | None = None, *, isolate: bool = True, audit_hook: bool = True, python: str | None = None
+    ) -> None:
         self.config = config or SandboxConfig()
         self.isolate = isolate
+        self.audit_hook = audit_hook
         self.python = python or sys.executable
         self._cond = threading.Condition()
         self._closed = False

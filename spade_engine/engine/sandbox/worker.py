@@ -190,7 +190,7 @@ def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
     devnull = os.open("/dev/null", os.O_RDWR)
     threading.stack_size(2 << 20)  # 2 MiB thread stacks: threads count against RLIMIT_AS
     isolation.confine(opts, layers, detail)
-    if not opts.get("isolate", True):
+    if not opts.get("isolate", True) or not opts.get("audit_hook", True):
         layers["audit_hook"] = False
     in_pidns = os.getpid() == 1
     framing.write_frame(status_w, {"op": "hello", "layers": layers, "detail": detail, "uid": os.getuid(), "pid": os.getpid()})
@@ -260,7 +260,7 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int
     if opts.get("isolate", True):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     isolation._libc = None
-    if opts.get("isolate", True):
+    if opts.get("isolate", True) and opts.get("audit_hook", True):
         readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
         _hollow_forbidden_modules()
         sys.addaudithook(_make_hook(resp_w, tmp, readable))
