@@ -202,3 +202,13 @@ def test_cli_exit_zero_when_all_valid_and_two_on_bad_input(toml, tmp_path):
     missing = CliRunner().invoke(app, ["validate", str(tmp_path / "nope.py")])
     assert missing.exit_code == 2 and "no such file" in " ".join(missing.output.split())
     assert CliRunner().invoke(app, ["validate", "--help"]).exit_code == 0
+
+
+def test_whole_validation_has_a_wall_clock_limit(pool):
+    slow = _env(SOLVABLE).replace("    def step(self, action):\n", "    def step(self, action):\n        import time; time.sleep(0.3)\n")
+    v = Validator(pool, turn_limit=8)
+    v.validate_timeout_s = 1.5  # every step is within the step limit, the validation is not
+    report = v.validate(slow)
+    assert (report.valid, report.error_kind) == (False, "timeout")
+    assert "validation exceeded its 1.5s wall-clock limit" in report.detail
+    assert report.seconds < 10

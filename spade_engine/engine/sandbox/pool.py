@@ -288,10 +288,12 @@ class Task:
     environment raised or returned something unencodable; the task lives on).
     """
 
-    def __init__(self, pool: "SandboxPool", worker: _Worker, deadline: float | None) -> None:
+    def __init__(self, pool: "SandboxPool", worker: _Worker, timeout_s: float | None) -> None:
         self.pool = pool
         self.worker = worker
-        self.deadline = deadline
+        self.timeout_s = timeout_s
+        self.label = "the task"  # how a timeout of the whole task is described
+        self.deadline = time.monotonic() + timeout_s if timeout_s is not None else None
         self.seq = 0
         self.dead = False
         self.ended = False
@@ -376,8 +378,8 @@ class Task:
         self.seq += 1
         deadline, overall = self._limit(timeout)
         w = self.worker
-        what = "validation" if overall else op
-        limit = (self.deadline - time.monotonic()) if overall and self.deadline else timeout
+        what = self.label if overall else op
+        limit = (self.timeout_s if overall else timeout) or 3600.0
         if not w.send({"seq": self.seq, "op": op, **args}, deadline):
             self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
         while True:
@@ -485,7 +487,7 @@ class SandboxPool:
             self.close()
             raise
         self._idle.extend(self._workers)
-        self.layers: dict[str, bool] = SandboxLayers.intersect(h.get("layers", {}) for h in hellos)
+        self.layers: dict[str, bool] = dict(SandboxLayers.intersect(h.get("layers", {}) for h in hellos))
         self.layer_details: dict[str, str] = {}
         for h in hellos:
             self.layer_details.update({str(k): str(v) for k, v in (h.get("detail") or {}).items()})
@@ -546,8 +548,7 @@ class SandboxPool:
     def task(self, *, timeout_s: float | None = None, acquire_timeout_s: float | None = None, cpu_s: int | None = None) -> Task:
         """A fresh task process on a free worker; ``timeout_s`` bounds the task's whole life."""
         w = self._acquire(acquire_timeout_s)
-        deadline = time.monotonic() + timeout_s if timeout_s is not None else None
-        t = Task(self, w, deadline)
+        t = Task(self, w, timeout_s)
         t.start(cpu_s or self.config.cpu_s)
         return t
 
