@@ -212,3 +212,14 @@ def test_whole_validation_has_a_wall_clock_limit(pool):
     assert (report.valid, report.error_kind) == (False, "timeout")
     assert "validation exceeded its 1.5s wall-clock limit" in report.detail
     assert report.seconds < 10
+
+
+def test_preloaded_modules_are_usable_where_importing_them_would_be_forbidden():
+    pytest.importorskip("sympy")  # a torch dependency; it imports ctypes, which tasks may not
+    src = _env(SOLVABLE).replace("import random", "import random\nimport sympy")
+    cfg = fast_config(workers=1, uid_base=2_000_000_065, memory_mb=1024)
+    with SandboxPool(cfg) as plain:
+        assert Validator(plain).validate(src).error_kind == "forbidden"
+    with SandboxPool(cfg.model_copy(update={"preload_modules": ["sympy"]})) as preloaded:
+        assert Validator(preloaded).validate(src).valid
+    assert wait_no_sandbox_processes(cfg) == []

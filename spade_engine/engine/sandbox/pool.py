@@ -120,6 +120,7 @@ class _Worker:
             "tmp_size_mb": cfg.tmp_size_mb,
             "tmp_dir": self.tmp_dir,
             "keep_paths": [str(WORKER_SCRIPT.parent)],
+            "preload": list(cfg.preload_modules),
         }
         import json
 

