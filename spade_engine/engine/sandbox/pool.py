@@ -17,11 +17,9 @@ import atexit
 import logging
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -86,7 +84,6 @@ class _Worker:
         self.task_pid: int | None = None
         self.task_pidns = True
         self._kill_lock = threading.Lock()
-        self.tmp_dir: str | None = None
         self.cmd_w = self.resp_r = self.status_r = -1
         self.resp_buf = framing.FrameBuffer()
         self.status_buf = framing.FrameBuffer()
@@ -98,12 +95,6 @@ class _Worker:
     def spawn(self) -> None:
         cfg = self.pool.config
         uid = cfg.uid_base + self.slot
-        self.tmp_dir = tempfile.mkdtemp(prefix="spade-sandbox-")
-        try:
-            os.chown(self.tmp_dir, uid, uid)
-            os.chmod(self.tmp_dir, 0o700)
-        except OSError:
-            pass
         cmd_r, cmd_w = os.pipe()
         resp_r, resp_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -118,7 +109,6 @@ class _Worker:
             "open_files": cfg.open_files,
             "max_processes": cfg.max_processes,
             "tmp_size_mb": cfg.tmp_size_mb,
-            "tmp_dir": self.tmp_dir,
             "keep_paths": [str(WORKER_SCRIPT.parent)],
             "preload": list(cfg.preload_modules),
         }
@@ -131,7 +121,7 @@ class _Worker:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL if not os.environ.get("SPADE_SANDBOX_DEBUG") else None,
                 pass_fds=(cmd_r, resp_w, status_w),
-                env=scrubbed_environ(self.tmp_dir),
+                env=scrubbed_environ("/tmp"),
                 cwd="/",
                 start_new_session=True,
             )
@@ -217,9 +207,6 @@ class _Worker:
                 except OSError:
                     pass
                 setattr(self, name, -1)
-        if self.tmp_dir:
-            shutil.rmtree(self.tmp_dir, ignore_errors=True)
-            self.tmp_dir = None
         self.hello = None
         self.task_pid = None
 

@@ -143,9 +143,23 @@ def main(argv: list[str]) -> None:
             pass
     cmd_r, resp_w, status_w = opts["fds"]
     layers, detail = isolation.enter_namespaces(opts)
+    fallback_tmp = None
+    if not layers.get("private_tmp"):
+        # no private tmpfs: a private directory instead (no size limit), removed when we exit
+        import tempfile
+
+        fallback_tmp = opts["tmp_dir"] = tempfile.mkdtemp(prefix="spade-sandbox-")
+        if opts.get("isolate", True) and os.getuid() == 0:
+            os.chown(fallback_tmp, int(opts.get("uid", 65534)), int(opts.get("uid", 65534)))
+        os.chmod(fallback_tmp, 0o700)
     pid = os.fork()
     if pid:
-        _supervise(pid, cmd_r, resp_w, status_w)
+        code = _supervise(pid, cmd_r, resp_w, status_w)
+        if fallback_tmp:
+            import shutil
+
+            shutil.rmtree(fallback_tmp, ignore_errors=True)
+        os._exit(code)
     else:
         try:
             _zygote(opts, layers, detail, cmd_r, resp_w, status_w)
@@ -155,8 +169,9 @@ def main(argv: list[str]) -> None:
             os._exit(BROKEN_EXIT)
 
 
-def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> None:
-    """Wait for the zygote; kill it (and its namespace) when the engine goes away."""
+def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> int:
+    """Wait for the zygote; kill it (and its namespace) when the engine goes away. Returns the
+    exit status to end with."""
     import select
 
     os.close(resp_w)
@@ -177,16 +192,16 @@ def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> None:
                 pass
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+            return os.waitstatus_to_exitcode(status) & 0xFF
         if any(fd == cmd_r for fd, _ in events):
             os.waitpid(pid, 0)
-            os._exit(0)
+            return 0
 
 
 def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], cmd_r: int, resp_w: int, status_w: int) -> None:
     tmp = "/tmp" if layers.get("private_tmp") else opts.get("tmp_dir") or "/tmp"
     if not layers.get("private_tmp") and opts.get("tmp_dir"):
-        layers["private_tmp"] = True  # a private directory made by the engine (no size limit)
+        layers["private_tmp"] = True  # a private directory made by the supervisor (no size limit)
     os.chdir(tmp)
     os.environ["HOME"] = os.environ["TMPDIR"] = tmp
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
