@@ -50,7 +50,7 @@ import heapq  # noqa: E402,F401
 import itertools  # noqa: E402,F401
 import linecache  # noqa: E402
 import json  # noqa: E402,F401
-import math  # noqa: E402
+import math  # noqa: E402,F401
 import random  # noqa: E402,F401
 import re  # noqa: E402,F401
 import resource  # noqa: E402
@@ -70,7 +70,7 @@ from typing import Any  # noqa: E402
 # Bound as module globals so that an environment monkeypatching builtins/math cannot change how
 # this worker encodes what it sends (the engine re-checks everything anyway).
 from builtins import (  # noqa: E402
-    all, any, bool, callable, dict, float, getattr, int, isinstance, issubclass, len, list, str, tuple, type,
+    all, any, bool, callable, dict, float, getattr, int, isinstance, len, list, str, tuple, type,
 )
 from math import isfinite  # noqa: E402
 
