@@ -44,6 +44,7 @@ FORBIDDEN_EXIT, MEMORY_EXIT = 86, 87
 _START_TIMEOUT_S = 120.0  # worker start (imports gymnasium) on a loaded machine
 _TASK_START_TIMEOUT_S = 20.0
 _TASK_END_TIMEOUT_S = 5.0
+_TASK_ERROR_KINDS = frozenset({ErrorKind.CRASH.value, ErrorKind.MEMORY.value, ErrorKind.CONTRACT.value})
 _live_pools: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
 
 
@@ -391,7 +392,8 @@ class Task:
             if frame.get("ok") is True:
                 return frame
             err = frame.get("error") if isinstance(frame.get("error"), dict) else {}
-            kind = err.get("kind") if err.get("kind") in {k.value for k in ErrorKind} else ErrorKind.CRASH.value
+            # the task may only blame the environment, never claim a sandbox fault
+            kind = err.get("kind") if err.get("kind") in _TASK_ERROR_KINDS else ErrorKind.CRASH.value
             exc = EnvError(str(err.get("message", "error"))[:2000], kind=kind)
             exc.traceback = str(err.get("traceback", ""))[:4000]  # type: ignore[attr-defined]
             raise exc
