@@ -6,6 +6,7 @@ import typer
 
 from . import __version__
 from .consumers.cli import app as consumers_app
+from .engine.validate_cli import validate as validate_command
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -16,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(events_app, name="events")
 app.add_typer(consumers_app, name="consumers")
+app.command("validate")(validate_command)
 
 
 @app.command("version")
