@@ -7,6 +7,8 @@ import typer
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
+from .consumers.cli import app as consumers_app
+from .engine.validate_cli import validate as validate_command
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -19,6 +21,8 @@ app.add_typer(events_app, name="events")
 app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
 register_dashboard(app)
+app.add_typer(consumers_app, name="consumers")
+app.command("validate")(validate_command)
 
 
 @app.command("version")

@@ -12,3 +12,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+# a real Kafka broker for tests marked `kafka` (started on first use, once per session)
+from kafka_broker_fixture import kafka_bootstrap, kafka_broker, kafka_faults  # noqa: E402,F401
