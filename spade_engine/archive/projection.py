@@ -49,6 +49,11 @@ _ENV_TEMPLATE: dict[str, Any] = {c.name: None for c in _ENV.columns}
 _ENV_TEMPLATE.update(
     skill="", code="", code_sha256="", attempt=0, verdict="proposed", plays_plain=0, plays_hinted=0, partition=0
 )
+_PLAY_ORDER = (
+    "event_id", "env_id", "play_id", "hinted", "seed", "policy_version", "episode_reward", "turns",
+    "terminated", "truncated", "step_timeout", "error", "seconds", "occurred_at", "partition", "offset",
+)
+assert tuple(c.name for c in _PLAY.columns) == _PLAY_ORDER
 _COLUMNS = {t.name: [c.name for c in t.columns] for t in (_ENV, _PLAY, _POLICY, _STATE)}
 _JSON_COLUMNS = {t.name: {c.name for c in t.columns if isinstance(c.type, JSON)} for t in (_ENV, _PLAY, _POLICY, _STATE)}
 
@@ -73,7 +78,7 @@ class ArchiveProjection:
         self.engine = engine
         self._envs: dict[str, dict[str, Any]] = {}
         self._dirty: set[str] = set()
-        self._plays: dict[str, dict[str, Any]] = {}
+        self._plays: dict[str, tuple] = {}
         self._policies: dict[str, dict[str, Any]] = {}
         self._cursor: Cursor = {}
         self._saved_cursor: Cursor = {}
@@ -125,7 +130,7 @@ class ArchiveProjection:
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         with self.engine.begin() as conn:
             if self._plays:
-                self._upsert(conn, _PLAY, "event_id", list(self._plays.values()), ())
+                self._upsert(conn, _PLAY, "event_id", list(self._plays.values()), (), tuples=True)
             if self._dirty:
                 keep = {"env_id", "plays_plain", "plays_hinted"}
                 rows = [self._envs[e] for e in sorted(self._dirty)]
@@ -157,7 +162,7 @@ class ArchiveProjection:
 
     # -- folding ---------------------------------------------------------------------------------
 
-    def _upsert(self, conn, table, key: str, rows: list[dict[str, Any]], update_cols) -> None:
+    def _upsert(self, conn, table, key: str, rows: list, update_cols, *, tuples: bool = False) -> None:
         """``INSERT ... ON CONFLICT (key) DO UPDATE|NOTHING`` as one DBAPI executemany.
 
         The same SQL works on SQLite and PostgreSQL; it goes straight to the driver because
@@ -174,7 +179,9 @@ class ArchiveProjection:
             sql += "DO UPDATE SET " + ", ".join(f'"{c}" = excluded."{c}"' for c in update_cols)
         else:
             sql += "DO NOTHING"
-        if json_cols:
+        if tuples:
+            params = rows
+        elif json_cols:
             params = [tuple(_dumps(r[c]) if c in json_cols else r[c] for c in cols) for r in rows]
         else:
             getter = itemgetter(*cols)
@@ -262,13 +269,11 @@ class ArchiveProjection:
     def _rollout(self, record: Record, ev: RolloutSummary) -> None:
         self._touch(ev.env_id, record, "RolloutCompleted")
         eid = record.envelope.event_id
-        self._plays[eid] = {
-            "event_id": eid, "env_id": ev.env_id, "play_id": ev.play_id, "hinted": ev.hinted, "seed": ev.seed,
-            "policy_version": ev.policy_version, "episode_reward": ev.episode_reward, "turns": ev.turns,
-            "terminated": ev.terminated, "truncated": ev.truncated, "step_timeout": ev.step_timeout,
-            "error": ev.error, "seconds": ev.seconds, "occurred_at": record.envelope.occurred_at,
-            "partition": record.partition, "offset": record.offset,
-        }
+        self._plays[eid] = (  # in _PLAY_ORDER
+            eid, ev.env_id, ev.play_id, ev.hinted, ev.seed, ev.policy_version, ev.episode_reward, ev.turns,
+            ev.terminated, ev.truncated, ev.step_timeout, ev.error, ev.seconds, record.envelope.occurred_at,
+            record.partition, record.offset,
+        )
 
     def _regret(self, record: Record, ev: RegretEstimated) -> None:
         row, fresh = self._touch(ev.env_id, record, "RegretEstimated")
