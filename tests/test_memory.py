@@ -164,3 +164,38 @@ def test_novelty_with_the_real_embedding_model(log, tmp_path, monkeypatch):
     assert nov_chess > 0.3 and mem.is_novel(nov_chess)
     ex = mem.examples(None, query_vec=probe, k=2)
     assert [n["env_id"] for n in ex.neighbours] == ["sort-a", "chess"]
+
+
+def test_snapshot_survives_a_crash_between_vectors_and_state(tmp_path):
+    rng = np.random.default_rng(5)
+    mem = EnvironmentMemory(tmp_path / "m")
+    first = np.stack([unit(rng) for _ in range(5)])
+    mem.add_many([f"a{i}" for i in range(5)], first)
+    mem.flush({0: 10})
+    # a crashed flush: vectors appended, state.json never rewritten
+    with open(tmp_path / "m" / "vectors.f32", "ab") as fh:
+        fh.write(np.ones((3, 384), "<f4").tobytes())
+    again = EnvironmentMemory(tmp_path / "m")
+    assert len(again) == 5 and again.position() == {0: 10}
+    more = np.stack([unit(rng) for _ in range(2)])
+    again.add_many(["b0", "b1"], more)
+    again.flush({0: 14})
+    third = EnvironmentMemory(tmp_path / "m")
+    assert len(third) == 7 and (tmp_path / "m" / "vectors.f32").stat().st_size == 7 * 384 * 4
+    assert np.array_equal(third.vector("b1"), more[1]) and np.array_equal(third.vector("a4"), first[4])
+    assert third.novelty(more[1])[1] == "b1" and third.novelty(first[0])[1] == "a0"
+
+
+def test_a_stale_index_cache_is_completed_on_reopen(tmp_path):
+    rng = np.random.default_rng(6)
+    mem = EnvironmentMemory(tmp_path / "m")
+    vecs = np.stack([unit(rng) for _ in range(21)])
+    mem.add_many([f"e{i}" for i in range(20)], vecs[:20])
+    mem.flush({0: 20})
+    mem.add("e20", vecs[20])
+    mem.flush({0: 21})  # +5%: the index file is not rewritten
+    cached = faiss.read_index(str(tmp_path / "m" / "index.faiss"))
+    assert cached.ntotal == 20
+    again = EnvironmentMemory(tmp_path / "m")
+    assert again._indexed == 20 and len(again) == 21
+    assert again.novelty(vecs[20]) == (pytest.approx(0.0, abs=1e-5), "e20")

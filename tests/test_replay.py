@@ -47,7 +47,7 @@ def test_replay_from_zero_equals_live(data, tmp_path):
     with open_projections(tmp_path / "rebuilt") as rebuilt:
         assert verify_projections(live, rebuilt) is None
         assert len(rebuilt.memory) == 10 and len(rebuilt.difficulty.rows()) > 0
-    for name in ("archive.sqlite", "memory/state.json", "memory/vectors.npy", "memory/index.faiss", "difficulty.json"):
+    for name in ("archive.sqlite", "memory/state.json", "memory/vectors.f32", "memory/index.faiss", "difficulty.json"):
         assert (tmp_path / "rebuilt" / name).exists(), name
     live.close()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run, out
@@ -64,8 +65,8 @@ def _print_envs(rows: list[dict[str, Any]], as_json: bool, extra: str | None = N
     if as_json:
         out.print_json(json.dumps(rows, default=str))
         return
-    table = Table(show_edge=False)
-    cols = ["env_id", "skill", "verdict", "failed_check", "novelty", "plays", "win plain", "win hinted", "regret", "reward"]
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    cols = ["env_id", "skill", "verdict", "failed", "novelty", "plays", "win", "hinted", "regret", "reward"]
     if extra:
         cols.append(extra)
     id_width = max([len(r["env_id"]) for r in rows] + [6])
@@ -76,9 +77,9 @@ def _print_envs(rows: list[dict[str, Any]], as_json: bool, extra: str | None = N
             table.add_column(c, overflow="fold")
     for r in rows:
         cells = [
-            r["env_id"], r["skill"], r["verdict"], _fmt(r.get("failed_check")), _fmt(r.get("novelty"), 3),
+            r["env_id"], r["skill"], r["verdict"], _fmt(r.get("failed_check")), _fmt(r.get("novelty")),
             f"{r.get('plays_plain', 0)}+{r.get('plays_hinted', 0)}", _fmt(r.get("win_rate_plain")),
-            _fmt(r.get("win_rate_hinted")), _fmt(r.get("regret"), 3), _fmt(r.get("designer_reward"), 3),
+            _fmt(r.get("win_rate_hinted")), _fmt(r.get("regret")), _fmt(r.get("designer_reward")),
         ]
         if extra:
             cells.append(_fmt(r.get(extra), 3))
