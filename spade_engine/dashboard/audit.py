@@ -209,6 +209,8 @@ def _figures(a: Audit) -> list[tuple[str, Any]]:
                 line={"color": palette[si % len(palette)], "width": 3 if sk == "*" else 1.5},
             ), row=mi // 3 + 1, col=mi % 3 + 1)
     fig.update_layout(height=560, margin={"l": 40, "r": 10, "t": 40, "b": 30}, template="plotly_white")
+    n_windows = len({r["window"] for r in a.series})
+    fig.update_xaxes(dtick=max(1, -(-n_windows // 10)))
     figs.append(("fig-difficulty", fig))
 
     occ = [r for r in a.frontier if r["skill"] == "*"]
@@ -218,6 +220,7 @@ def _figures(a: Audit) -> list[tuple[str, Any]]:
         fig.add_trace(go.Bar(x=[r["window"] for r in occ], y=[r[b] for r in occ], name=b, marker_color=colors[b]))
     fig.update_layout(barmode="stack", height=320, title="frontier-band occupancy per window (plain win rate)",
                       xaxis_title="window", yaxis_title="environments", template="plotly_white",
+                      xaxis={"dtick": max(1, -(-len(occ) // 10))},
                       margin={"l": 40, "r": 10, "t": 40, "b": 30})
     figs.append(("fig-frontier", fig))
 
