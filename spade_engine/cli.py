@@ -7,6 +7,7 @@ import typer
 from . import __version__
 from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
+from .archive.cli import app as archive_app, replay_cmd
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -18,6 +19,8 @@ app = typer.Typer(
 app.add_typer(events_app, name="events")
 app.add_typer(consumers_app, name="consumers")
 app.command("validate")(validate_command)
+app.add_typer(archive_app, name="archive")
+app.command("replay")(replay_cmd)
 
 
 @app.command("version")
