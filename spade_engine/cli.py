@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import __version__
+from .engine import cli as engine_cli
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -14,6 +15,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
+app.command("start")(engine_cli.start)
+app.command("status")(engine_cli.status)
 
 
 @app.command("version")
