@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import __version__
+from .archive.cli import app as archive_app, replay_cmd
 from .engine import cli as engine_cli
 from .events.cli import app as events_app
 
@@ -17,6 +18,8 @@ app = typer.Typer(
 app.add_typer(events_app, name="events")
 app.command("start")(engine_cli.start)
 app.command("status")(engine_cli.status)
+app.add_typer(archive_app, name="archive")
+app.command("replay")(replay_cmd)
 
 
 @app.command("version")

