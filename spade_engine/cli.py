@@ -7,6 +7,7 @@ import typer
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .engine import cli as engine_cli
+from .consumers.cli import app as consumers_app
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -20,6 +21,7 @@ app.command("start")(engine_cli.start)
 app.command("status")(engine_cli.status)
 app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
+app.add_typer(consumers_app, name="consumers")
 
 
 @app.command("version")

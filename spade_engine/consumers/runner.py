@@ -79,7 +79,8 @@ class EmbeddedRunner:
                 self.flush()
                 since_flush = 0
                 last_flush = time.monotonic()
-        self.flush()
+        if n:
+            self.flush()
         self.applied += n
         return n
 
@@ -94,6 +95,31 @@ class EmbeddedRunner:
         """Apply every record now in the log; return how many were read."""
         return self._feed(self.log.read(self._start_cursor()))
 
-    def run(self, stop: threading.Event, *, poll_interval: float = 0.05) -> int:
-        """Follow the log until ``stop`` is set."""
-        return self._feed(self.log.follow(self._start_cursor(), stop=stop, poll_interval=poll_interval))
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        *,
+        poll_interval: float = 0.05,
+        idle_timeout: float | None = None,
+    ) -> int:
+        """Follow the log until ``stop`` is set (or ``idle_timeout`` seconds pass without a record).
+
+        The log is followed in windows that end after ``flush_interval_s`` without a record, so
+        what was applied just before a quiet period is flushed and committed then, not at the
+        next record.
+        """
+        total = 0
+        idle_since = time.monotonic()
+        while stop is None or not stop.is_set():
+            window = self.flush_interval_s
+            if idle_timeout is not None:
+                window = max(0.0, min(window, idle_timeout - (time.monotonic() - idle_since)))
+            n = self._feed(
+                self.log.follow(self._start_cursor(), stop=stop, poll_interval=poll_interval, idle_timeout=window)
+            )
+            total += n
+            if n:
+                idle_since = time.monotonic()
+            elif idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
+                break
+        return total
