@@ -196,6 +196,14 @@ class Corpus:
     def domains(self) -> list[str]:
         return sorted({d.domain for d in self.documents if d.domain})
 
+    def nth(self, seed: int, n: int, *, domain: str | None = None) -> Document:
+        """The ``n``-th document of a seeded permutation of the (domain's) documents: consecutive
+        ``n`` cycle through every document before any repeats."""
+        pool = [d for d in self.documents if domain and d.domain == domain] or self.documents
+        order = list(range(len(pool)))
+        random.Random(f"corpus:{seed}:{domain or '*'}:{n // len(pool)}").shuffle(order)
+        return pool[order[n % len(pool)]]
+
     def sample(self, seed: int, index: int, *, domain: str | None = None) -> Document:
         """The document for environment number ``index`` of a run with ``seed``.
 

@@ -241,3 +241,25 @@ def declared_difficulty(code: str) -> float | None:
     except ValueError:
         return None
     return v if 0.0 <= v <= 1.0 else None
+
+
+def novelty_text(code: str, limit: int = 1500) -> str:
+    """The part of an environment's source its novelty embedding is computed from.
+
+    The module docstring (what the environment is about) and the environment classes (names
+    ending in ``Env``, else every class), without comments, so the embedding model's short
+    context window sees the environment's description and logic rather than shared helper
+    boilerplate; falls back to the whole source when it does not parse.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return code[:limit]
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    envs = [n for n in classes if n.name.endswith("Env")] or classes
+    parts = [ast.get_source_segment(code, n) or "" for n in envs]
+    text = "\n".join([ast.get_docstring(tree) or "", *(p for p in parts if p)]).strip() or code
+    text = "\n".join(line for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
+    return text[:limit]

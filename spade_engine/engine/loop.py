@@ -231,7 +231,10 @@ class Engine:
 
     def _new_env(self, index: int) -> None:
         env_id = env_id_for(self.run_id, index)
-        payload = stages.propose(self.ctx, env_id=env_id, index=index, skill_history=self.state.skill_history)
+        payload = stages.propose(
+            self.ctx, env_id=env_id, index=index, skill_history=self.state.skill_history,
+            recent_env=self.state.recent_accepted,
+        )
         self._append(payload)
 
     def _advance(self, st: EnvState) -> None:

@@ -41,6 +41,7 @@ from .designer import (
     declared_difficulty,
     designer_messages,
     extract_code,
+    novelty_text,
     repair_messages,
 )
 from .hints import clean_hint, hint_messages
@@ -148,6 +149,11 @@ def choose_skill(seed: int, index: int, skills: Sequence[str]) -> str:
     return order[pos]
 
 
+def _domain(skill: str) -> str | None:
+    info = SKILLS.get(skill)
+    return info.domain if info else None
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -194,17 +200,27 @@ def propose(
     env_id: str,
     index: int,
     skill_history: Callable[[str], list[tuple[float, float, float]]],
+    recent_env: Callable[[str], str | None] = lambda skill: None,
 ) -> EnvironmentProposed:
     """A new environment for slot ``index``: skill, nominal difficulty and document are chosen
-    from the run seed; memory examples come from the novelty memory (if any)."""
+    from the run seed; memory examples come from the novelty memory (if any): frontier positives
+    and negatives of the skill, and as neighbours to avoid, the archive's nearest environments to
+    the skill's most recent accepted one (``recent_env(skill)``; its recorded embedding is reused,
+    so no model call is needed)."""
     skill = choose_skill(ctx.seed, index, ctx.skills())
     nominal = random.Random(derive_seed(ctx.seed, env_id, "difficulty")).choice(NOMINAL_DIFFICULTIES)
     info = SKILLS.get(skill)
-    doc = ctx.corpus.sample(ctx.seed, index, domain=info.domain if info else None)
+    domain = info.domain if info else None
+    skills = ctx.skills()
+    # documents of a domain are used in turn: count earlier slots that drew from the same domain
+    earlier = sum(1 for j in range(index) if _domain(choose_skill(ctx.seed, j, skills)) == domain)
+    doc = ctx.corpus.nth(ctx.seed, earlier, domain=domain)
     text = truncate_tokens(doc.text, ctx.cfg.loop.doc_token_budget, ctx.tokenize)
     examples = MemoryExamplesView()
     if ctx.memory is not None:
-        qv = ctx.embed(text)
+        recent = recent_env(skill)
+        vector = getattr(ctx.memory, "vector", None)
+        qv = vector(recent) if (recent and vector is not None) else None
         examples = MemoryExamplesView.of(
             ctx.memory.examples(
                 skill, query_vec=qv, k=max(1, ctx.cfg.memory.neighbours), band=(ctx.cfg.reward.band_low, ctx.cfg.reward.band_high)
@@ -289,7 +305,7 @@ def validate(ctx: StageContext, proposed: EnvironmentProposed) -> EnvironmentVal
     if not fields.get("valid"):
         fields["accepted"] = False
         return EnvironmentValidated(**fields)
-    vec = ctx.embed(proposed.code)
+    vec = ctx.embed(novelty_text(proposed.code))
     if vec is None or ctx.memory is None:
         fields.update(accepted=True, novel=None)
         return EnvironmentValidated(**fields)

@@ -161,6 +161,13 @@ class RunState:
                 out.append((float(st.proposed.difficulty), float(st.regret.win_rate_plain), float(st.regret.regret)))
         return out
 
+    def recent_accepted(self, skill: str) -> str | None:
+        """The most recent accepted environment of ``skill``, if any."""
+        for st in reversed(self.proposed()):
+            if st.accepted and st.proposed is not None and st.proposed.skill == skill:
+                return st.env_id
+        return None
+
     def stats(self, band: tuple[float, float] = (0.4, 0.6)) -> dict[str, Any]:
         """Summary of the run for progress displays and ``status``."""
         props = self.proposed()

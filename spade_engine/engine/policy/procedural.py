@@ -34,8 +34,8 @@ __all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS"]
 
 DEFECTS = ("syntax", "crash", "timeout", "contract", "unsolvable", "nondeterministic")
 
-START_DIFFICULTY = 0.3
-ADAPT_GAIN = 0.5
+START_DIFFICULTY = 0.5
+ADAPT_GAIN = 0.6
 ADAPT_WINDOW = 3
 
 

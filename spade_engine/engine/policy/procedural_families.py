@@ -725,7 +725,25 @@ def render(family: Family, difficulty: float, rng: random.Random, *, title: str 
     }
     for k, v in subs.items():
         code = code.replace(f"__{k}__", v)
-    return code
+    # ground the episode in the document: a theme line opens the first observation
+    theme = _theme(title, doc_text)
+    code = code.replace("    def reset(self, seed=None):\n", "    def _reset(self, seed=None):\n", 1)
+    wrapper = (
+        f"    THEME = {theme!r}\n\n"
+        "    def reset(self, seed=None):\n"
+        "        obs, info = self._reset(seed)\n"
+        '        return self.THEME + "\\n" + obs, info\n\n'
+    )
+    marker = "    def __init__("
+    return code.replace(marker, wrapper + marker, 1)
+
+
+def _theme(title: str, doc_text: str) -> str:
+    """A digit-free one-line theme from the document (title and first sentence)."""
+    first = re.split(r"(?<=[.!?])\s", doc_text.strip(), maxsplit=1)[0] if doc_text.strip() else ""
+    text = f"Theme: {title}. {first}" if title else f"Theme: {first}"
+    text = re.sub(r"[0-9{}\\\[\]]", "", text)
+    return _safe_text(text, 200)
 
 
 def family_of_code(code: str) -> Family | None:
