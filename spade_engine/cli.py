@@ -8,6 +8,7 @@ from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
+from .engine.validate_cli import validate as validate_command
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -22,6 +23,7 @@ app.command("status")(engine_cli.status)
 app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
 app.add_typer(consumers_app, name="consumers")
+app.command("validate")(validate_command)
 
 
 @app.command("version")

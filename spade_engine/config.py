@@ -81,6 +81,12 @@ class SandboxConfig(_Section):
     cpu_s: int = Field(30, ge=1)
     max_tasks_per_worker: int = Field(200, ge=1)
     require_isolation: bool = False
+    acquire_timeout_s: float = Field(60.0, gt=0, description="open_session waits this long for a free worker")
+    tmp_size_mb: int = Field(64, ge=1, description="size of each worker's private /tmp (tmpfs)")
+    file_size_mb: int = Field(16, ge=1, description="RLIMIT_FSIZE")
+    open_files: int = Field(64, ge=16, description="RLIMIT_NOFILE")
+    max_processes: int = Field(32, ge=4, description="RLIMIT_NPROC (processes and threads per worker uid)")
+    uid_base: int = Field(2_000_000_000, ge=1, description="worker i runs as uid/gid uid_base + i")
 
 
 class MemoryConfig(_Section):
