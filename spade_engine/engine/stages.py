@@ -234,6 +234,7 @@ def propose(
         "difficulty": nominal,
         "document": {"doc_id": doc.doc_id, "title": doc.title, "text": text, "domain": doc.domain},
         "skill_history": skill_history(skill),
+        "turn_limit": ctx.cfg.loop.turn_limit,
         "examples": {"parents": examples.parents, "avoid": examples.avoid},
     }
     return _proposal(
@@ -272,6 +273,7 @@ def propose_repair(
         "difficulty": failed.difficulty,
         "document": {"doc_id": doc.doc_id, "title": doc.title, "text": "", "domain": doc.domain} if doc else {},
         "skill_history": skill_history(failed.skill),
+        "turn_limit": ctx.cfg.loop.turn_limit,
         "repair": {"code": failed.code, "error_kind": verdict.error_kind, "failed_check": verdict.failed_check},
     }
     examples = MemoryExamplesView(

@@ -159,13 +159,13 @@ class ProceduralPolicy:
             fam = family_of_code(prev) or family
             m = re.search(r"^# difficulty: ([0-9.]+)", prev, re.M)
             d = float(m.group(1)) if m else self.difficulty_for(fam.name, ctx)
-            code = render(fam, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"))
+            code = render(fam, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"), turn_limit=int(ctx.get("turn_limit", 8)))
             if rng.random() >= self.repair_success:
                 code = _inject_defect(code, rng.choice(DEFECTS), rng)
             return f"Here is the corrected environment.\n\n```python\n{code}```\n"
         d = self.difficulty_for(family.name, ctx)
         d = min(1.0, max(0.0, d + rng.uniform(-0.03, 0.03)))
-        code = render(family, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"))
+        code = render(family, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"), turn_limit=int(ctx.get("turn_limit", 8)))
         if rng.random() < self.defect_rate:
             code = _inject_defect(code, rng.choice(DEFECTS), rng)
         return f"```python\n{code}```\n"

@@ -70,7 +70,7 @@ class __CLASS__:
     N_TERMS = __N_TERMS__
     MAX_VALUE = __MAX_VALUE__
 
-    def __init__(self, max_turns=4):
+    def __init__(self, max_turns=__MAX_TURNS__):
         self.max_turns = max_turns
         self.turn_count = 0
         self._answer = 0
@@ -123,7 +123,7 @@ class __CLASS__:
     SHOWN = __SHOWN__
     ASK = __ASK__
 
-    def __init__(self, max_turns=8):
+    def __init__(self, max_turns=__MAX_TURNS__):
         self.max_turns = max_turns
         self.turn_count = 0
         self._seq = []
@@ -238,7 +238,7 @@ class __CLASS__:
     N_OPS = __N_OPS__
     BRANCH = __BRANCH__
 
-    def __init__(self, max_turns=8):
+    def __init__(self, max_turns=__MAX_TURNS__):
         self.max_turns = max_turns
         self.turn_count = 0
         self._program = ""
@@ -299,7 +299,7 @@ class __CLASS__:
     KINDS = __KINDS__
     TASKS = __TASKS__
 
-    def __init__(self, max_turns=8):
+    def __init__(self, max_turns=__MAX_TURNS__):
         self.max_turns = max_turns
         self.turn_count = 0
         self._tasks = []
@@ -351,7 +351,7 @@ class __CLASS__:
     WORDS = ["amber", "birch", "cobalt", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
              "kelp", "lumen", "maple", "nickel", "onyx", "pixel", "quartz", "raven", "sierra", "tundra"]
 
-    def __init__(self, max_turns=10):
+    def __init__(self, max_turns=__MAX_TURNS__):
         self.max_turns = max_turns
         self.turn_count = 0
         self._store = {}
@@ -407,7 +407,7 @@ class __CLASS__:
     LENGTH = __LENGTH__
     SLACK = __SLACK__
 
-    def __init__(self, max_turns=10):
+    def __init__(self, max_turns=__MAX_TURNS__):
         self.max_turns = max_turns
         self.turn_count = 0
         self._list = []
@@ -642,7 +642,7 @@ def _k_seq(d: float, rng: random.Random) -> dict[str, str]:
 
 def _k_search(d: float, rng: random.Random) -> dict[str, str]:
     bits = 2 + round(5 * d)
-    return {"UPPER": str(2**bits), "MAX_TURNS": str(bits + 2)}
+    return {"UPPER": str(2**bits), "MAX_TURNS": str(bits + 1)}
 
 
 def _k_trace(d: float, rng: random.Random) -> dict[str, str]:
@@ -710,9 +710,14 @@ def _safe_text(text: str, limit: int = 240) -> str:
     return t if len(t) <= limit else t[:limit].rsplit(" ", 1)[0] + " ..."
 
 
-def render(family: Family, difficulty: float, rng: random.Random, *, title: str = "", doc_text: str = "") -> str:
-    """Complete environment source for ``family`` at ``difficulty`` (knobs set from it)."""
+def render(
+    family: Family, difficulty: float, rng: random.Random, *, title: str = "", doc_text: str = "", turn_limit: int = 8
+) -> str:
+    """Complete environment source for ``family`` at ``difficulty`` (knobs set from it); episodes
+    end by themselves within ``turn_limit`` turns."""
     class_name = rng.choice(family.class_names)
+    knobs = family.knobs(difficulty, rng)
+    knobs["MAX_TURNS"] = str(min(int(knobs.get("MAX_TURNS", turn_limit)), turn_limit))
     code = HEADER + family.template
     subs = {
         "FAMILY": family.name,
@@ -721,7 +726,7 @@ def render(family: Family, difficulty: float, rng: random.Random, *, title: str 
         "BLURB": family.blurb,
         "DOC": _safe_text(doc_text) or "(no document)",
         "CLASS": class_name,
-        **family.knobs(difficulty, rng),
+        **knobs,
     }
     for k, v in subs.items():
         code = code.replace(f"__{k}__", v)
