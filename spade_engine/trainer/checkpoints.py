@@ -83,12 +83,15 @@ def effective_state_dict(model: Any) -> dict[str, torch.Tensor]:
     return out
 
 
-def _put_safetensors(blobs: BlobStore, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> BlobRef:
+def _put_safetensors(blobs: BlobStore, tensors: dict[str, torch.Tensor], metadata: dict[str, Any]) -> BlobRef:
+    # safetensors writes its metadata map in hash order: keep ONE key (a canonical JSON string)
+    # so identical content always gives identical bytes, hence the same digest
+    meta = {"spade": json.dumps(metadata, sort_keys=True, separators=(",", ":"))}
     blobs.root.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=blobs.root, prefix=".ckpt-", suffix=".safetensors")
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=metadata)
+        save_file(tensors, tmp, metadata=meta)
         return blobs.put_file(tmp, media_type=SAFETENSORS)
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -99,7 +102,7 @@ def save_weights(model: Any, blobs: BlobStore, *, metadata: dict[str, str] | Non
 
     Metadata must be deterministic for identical weights to share a digest (no timestamps).
     """
-    return _put_safetensors(blobs, effective_state_dict(model), {"format": "pt", **(metadata or {})})
+    return _put_safetensors(blobs, effective_state_dict(model), {"kind": "weights", **(metadata or {})})
 
 
 def load_weights_into(model: Any, path: str | Path) -> None:
@@ -149,8 +152,7 @@ def save_optimizer(optimizer: torch.optim.Optimizer, blobs: BlobStore) -> BlobRe
                 tensors[key] = val.detach().to("cpu").contiguous().clone()
             else:
                 scalars[key] = val
-    meta = {"param_groups": json.dumps(state["param_groups"]), "scalars": json.dumps(scalars)}
-    return _put_safetensors(blobs, tensors, meta)
+    return _put_safetensors(blobs, tensors, {"kind": "optimizer", "param_groups": state["param_groups"], "scalars": scalars})
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, path: str | Path) -> None:
@@ -158,16 +160,18 @@ def load_optimizer(optimizer: torch.optim.Optimizer, path: str | Path) -> None:
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as fh:
-        meta = fh.metadata() or {}
+        meta = json.loads((fh.metadata() or {}).get("spade", "{}"))
         tensors = {k: fh.get_tensor(k) for k in fh.keys()}
     state: dict[int, dict[str, Any]] = {}
     for key, val in tensors.items():
         pid, name = key.split(".", 1)
         state.setdefault(int(pid), {})[name] = val
-    for key, val in json.loads(meta.get("scalars", "{}")).items():
+    for key, val in meta.get("scalars", {}).items():
         pid, name = key.split(".", 1)
         state.setdefault(int(pid), {})[name] = val
-    optimizer.load_state_dict({"state": state, "param_groups": json.loads(meta["param_groups"])})
+    if "param_groups" not in meta:
+        raise ValueError(f"{path} is not an optimizer checkpoint")
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
 
 
 def version_step(version: str) -> int | None:
