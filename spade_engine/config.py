@@ -51,6 +51,8 @@ class PolicyConfig(_Section):
     agent_skill: float = Field(0.7, ge=0.0, le=1.0, description="procedural agent's skill")
     hint_gain: float = Field(0.25, ge=0.0, le=1.0, description="procedural agent: how much a hint helps")
     adaptive: bool = True
+    defect_rate: float = Field(0.15, ge=0.0, le=1.0, description="procedural designer: share of deliberately broken proposals")
+    repair_success: float = Field(0.8, ge=0.0, le=1.0, description="procedural designer: chance a repair fixes the defect")
     device: str = "auto"
     dtype: str = "auto"
     max_new_tokens: int = Field(512, ge=1)

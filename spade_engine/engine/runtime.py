@@ -34,7 +34,10 @@ def make_policy(cfg: PolicyConfig, *, band: tuple[float, float] = (0.4, 0.6)) ->
     if cfg.kind == "procedural":
         from .policy.procedural import ProceduralPolicy
 
-        return ProceduralPolicy(skill=cfg.agent_skill, hint_gain=cfg.hint_gain, adaptive=cfg.adaptive, band=band)
+        return ProceduralPolicy(
+            skill=cfg.agent_skill, hint_gain=cfg.hint_gain, adaptive=cfg.adaptive, defect_rate=cfg.defect_rate,
+            repair_success=cfg.repair_success, band=band,
+        )
     if not cfg.model:
         raise SpadeError(f"the {cfg.kind} policy needs a model (--model NAME_OR_PATH)")
     if cfg.kind == "transformers":
@@ -42,7 +45,7 @@ def make_policy(cfg: PolicyConfig, *, band: tuple[float, float] = (0.4, 0.6)) ->
             from .policy.transformers_policy import TransformersPolicy
         except ImportError as exc:
             raise SpadeError(f"the transformers policy is not available: {exc}") from None
-        return TransformersPolicy(
+        return TransformersPolicy.from_pretrained(
             cfg.model,
             device=cfg.device,
             dtype=cfg.dtype,
@@ -52,11 +55,27 @@ def make_policy(cfg: PolicyConfig, *, band: tuple[float, float] = (0.4, 0.6)) ->
         )
     if cfg.kind == "vllm":
         try:
-            from .policy.vllm_policy import VLLMPolicy
+            from .policy.vllm_policy import VllmPolicy
         except ImportError as exc:
             raise SpadeError(f"the vLLM policy is not available (pip install 'spade-engine[gpu]'): {exc}") from None
-        return VLLMPolicy(cfg.model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+        return VllmPolicy(cfg.model, dtype=cfg.dtype, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
     raise SpadeError(f"unknown policy kind {cfg.kind!r}")
+
+
+def _quiet_model_loading(*, single_thread: bool) -> None:
+    """No progress bars while loading the embedding model; with the procedural policy the small
+    embedding model is the only torch work, so one intra-op thread avoids oversubscribing the
+    cores the sandbox workers use."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+    if single_thread:
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def recorded_config(log: EventLog) -> dict[str, Any] | None:
@@ -158,6 +177,7 @@ def open_engine(
             runner = EmbeddedRunner(log, projs.all, flush_every=200, flush_interval_s=2.0)
             closers.append(runner.flush)
             memory, encode = projs.memory, encode_embedding
+            _quiet_model_loading(single_thread=cfg.policy.kind == "procedural")
             embedder = Embedder(cfg.memory.embedding_model)
             model_name = cfg.memory.embedding_model
         ctx = StageContext(
