@@ -246,3 +246,28 @@ def test_sigkill_mid_run_then_resume(tmp_path):
         assert by_type["RegretEstimated"] and verify_regrets(log) == []
     finally:
         log.close()
+
+
+@pytest.mark.kafka
+def test_start_on_kafka_backend(tmp_path, kafka_bootstrap):
+    """The same loop on the Kafka log (real broker): complete chains, and `status` reads them."""
+    data = tmp_path / "data"
+    res = runner.invoke(
+        app,
+        ["start", "--new", "--backend", "kafka", "--bootstrap", kafka_bootstrap, "--max-envs", "3", "--plays", "1",
+         "--data-dir", str(data), "--no-progress"],
+    )
+    assert res.exit_code == 0, res.output
+    run_id = next(line.split()[3] for line in res.output.splitlines() if line.startswith("starting new run"))
+    log = open_event_log(run_id, data_dir=data, backend="kafka", bootstrap=kafka_bootstrap)
+    try:
+        by_type = records_by_type(log)
+        assert by_type["RunStarted"][0].payload["backend"] == "kafka"
+        assert by_type["RunStopped"][-1].payload["reason"] == "max_envs"
+        assert check_chains(log, k=1, max_repairs=1)["roots"] == 3
+        assert verify_regrets(log) == []
+    finally:
+        log.close()
+    res = runner.invoke(app, ["status", run_id, "--backend", "kafka", "--bootstrap", kafka_bootstrap, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["roots"] == 3
