@@ -53,6 +53,12 @@ def test_start_procedural_end_to_end_and_status(tmp_path):
         props = [e.payload for e in by_type["EnvironmentProposed"]]
         assert all(p["document"] and len(p["document"]["sha256"]) == 64 for p in props)
         assert len({p["skill"] for p in props}) >= 6
+        by_env = {p["env_id"]: p for p in props}
+        for p in props:
+            if p["repair_of"]:  # lineage: the repair carries the original prompt, document and parents
+                orig = by_env[p["repair_of"]]
+                assert p["attempt"] == orig["attempt"] + 1 and p["prompt"] == orig["prompt"]
+                assert p["document"] == orig["document"] and p["skill"] == orig["skill"]
         accepted = [e.payload for e in by_type["EnvironmentValidated"] if e.payload["accepted"]]
         assert all(v["embedding_b64"] and v["novelty"] is not None for v in accepted)
         assert verify_regrets(log) == []
