@@ -7,6 +7,7 @@ import typer
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
+from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
 from .events.cli import app as events_app
@@ -18,6 +19,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
+app.command("start")(engine_cli.start)
+app.command("status")(engine_cli.status)
 app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
 register_dashboard(app)

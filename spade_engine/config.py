@@ -51,6 +51,8 @@ class PolicyConfig(_Section):
     agent_skill: float = Field(0.7, ge=0.0, le=1.0, description="procedural agent's skill")
     hint_gain: float = Field(0.25, ge=0.0, le=1.0, description="procedural agent: how much a hint helps")
     adaptive: bool = True
+    defect_rate: float = Field(0.15, ge=0.0, le=1.0, description="procedural designer: share of deliberately broken proposals")
+    repair_success: float = Field(0.8, ge=0.0, le=1.0, description="procedural designer: chance a repair fixes the defect")
     device: str = "auto"
     dtype: str = "auto"
     max_new_tokens: int = Field(512, ge=1)
@@ -128,6 +130,22 @@ class TrainerConfig(_Section):
     gradient_checkpointing: bool = False
     lora: bool = False
     deepspeed_config: str | None = None
+    micro_batch_size: int = Field(8, ge=1, description="sequences per forward/backward (gradients accumulate)")
+    max_grad_norm: float = Field(1.0, gt=0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    precision: Literal["auto", "fp32", "bf16-mixed", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast with fp32 weights on a bf16-capable GPU, else fp32"
+    )
+    device: str = "auto"
+    temperature: float | None = Field(None, ge=0.0, description="sampling temperature to score with (None: policy's)")
+    tis: bool = Field(True, description="truncated importance sampling against behaviour log-probs")
+    train_designer: bool = True
+    compile: bool = False
+    logits_chunk: int = Field(0, ge=0, description="score tokens in chunks of this many positions (0: all at once)")
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    lora_target_modules: list[str] = Field(default_factory=list, description="empty: all linear layers")
 
 
 class EngineConfig(_Section):

@@ -262,7 +262,8 @@ class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
     """The trainer wrote a new policy version (a safetensors checkpoint in the blob store).
 
     ``consumed`` maps each partition to the next offset after the last event this update used
-    (the trainer's resume point); ``metrics`` are the update's losses and statistics.
+    (the trainer's resume point); ``metrics`` are the update's losses and statistics;
+    ``optimizer`` references the optimizer state and ``env_ids`` the groups consumed.
     """
 
     TYPE: ClassVar[str] = "PolicyUpdated"
@@ -274,6 +275,10 @@ class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
     metrics: dict[str, float] = msgspec.field(default_factory=dict)
     roles: list[str] = msgspec.field(default_factory=lambda: ["agent", "designer"])
     base_model: str = ""
+    #: the optimizer state after this update (safetensors), so a restarted trainer resumes exactly
+    optimizer: BlobRef | None = None
+    #: the environments whose groups this update consumed (trained or skipped), in order
+    env_ids: list[str] = msgspec.field(default_factory=list)
 
 
 class RunStopped(EventPayload, frozen=True, kw_only=True):

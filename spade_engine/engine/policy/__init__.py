@@ -1,4 +1,9 @@
-"""Policies: one protocol, several backends (procedural, Hugging Face transformers, vLLM)."""
+"""Policies: one protocol, several backends (procedural, Hugging Face transformers, vLLM).
+
+Backends are imported lazily: ``from spade_engine.engine.policy.transformers_policy import
+TransformersPolicy`` (torch + transformers), ``...vllm_policy import VllmPolicy`` (optional
+extra), ``...tiny import build_tiny_model`` (tiny seeded test models, no download).
+"""
 
 from .base import Policy, PolicyRequest, Sample
 

@@ -1,0 +1,140 @@
+"""The vLLM policy backend (optional extra ``spade-engine[gpu]``; GPU only).
+
+Same :class:`~spade_engine.engine.policy.base.Policy` protocol as the transformers backend:
+prompts rendered with the tokenizer's chat template (or the same fallback format), sampled with
+``SamplingParams(logprobs=0)`` so each completion carries the log-prob of every sampled token,
+and ``load_version`` pushing a trainer checkpoint (safetensors) into the running engine.
+
+What was exercised and what was not
+-----------------------------------
+vLLM cannot be installed on the machine this backend was written on (no GPU, no wheel), so
+**no part of this module has run against a real vLLM**. Tested here: importing this module
+without vLLM works, and constructing :class:`VllmPolicy` raises :class:`VllmUnavailable` with an
+install hint (``tests/test_transformers_policy.py``). Not exercised: everything that talks to
+vLLM (``LLM(...)``, ``generate``, the log-prob extraction, ``load_version`` via
+``LLM.apply_model`` / ``model.load_weights``). The calls follow the documented vLLM >= 0.10 API
+(``logprobs_mode="processed_logprobs"`` so recorded log-probs are those of the temperature/top-p
+distribution actually sampled, as the trainer expects); check them on a GPU before relying on
+this backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...errors import SpadeError
+from .base import PolicyRequest, Sample
+from .transformers_policy import render_messages
+
+__all__ = ["VllmPolicy", "VllmUnavailable"]
+
+
+class VllmUnavailable(SpadeError):
+    """vLLM is not installed (or cannot start here)."""
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise VllmUnavailable(
+            "the vllm policy backend needs vLLM and a CUDA GPU: pip install 'spade-engine[gpu]' "
+            f"(or use policy.kind = 'transformers'); import failed: {exc}"
+        ) from None
+    return vllm
+
+
+class VllmPolicy:
+    """A model served in-process by vLLM (NOT exercised at runtime; see the module docstring)."""
+
+    kind = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        version: str = "v0",
+        dtype: str = "auto",
+        max_new_tokens: int = 512,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        gpu_memory_utilization: float = 0.5,
+        seed: int = 0,
+        **llm_kwargs: Any,
+    ):
+        vllm = _import_vllm()
+        self._vllm = vllm
+        self.model_name = model
+        self._version = version
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.checkpoint: str | None = None
+        self.llm = vllm.LLM(
+            model=model,
+            dtype=dtype,
+            seed=seed,
+            gpu_memory_utilization=gpu_memory_utilization,
+            logprobs_mode="processed_logprobs",
+            **llm_kwargs,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
+        from vllm import SamplingParams  # type: ignore[import-not-found]
+        from vllm.inputs import TokensPrompt  # type: ignore[import-not-found]
+
+        prompts = [render_messages(self.tokenizer, r.messages) for r in requests]
+        params = [
+            SamplingParams(
+                temperature=self.temperature if r.temperature is None else r.temperature,
+                top_p=self.top_p,
+                max_tokens=r.max_new_tokens or self.max_new_tokens,
+                logprobs=0,
+                seed=r.seed,
+            )
+            for r in requests
+        ]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        samples = []
+        for p, out in zip(prompts, outs):
+            comp = out.outputs[0]
+            ids = list(comp.token_ids)
+            lps = [float(step[tok].logprob) for tok, step in zip(ids, comp.logprobs or [])]
+            samples.append(
+                Sample(
+                    text=comp.text,
+                    prompt_token_ids=p,
+                    completion_token_ids=ids,
+                    logprobs=lps,
+                    finish_reason="stop" if comp.finish_reason == "stop" else "length",
+                )
+            )
+        return samples
+
+    def load_version(self, version: str, checkpoint: str | None) -> None:
+        if checkpoint is not None:
+            from safetensors.torch import load_file
+
+            weights = list(load_file(checkpoint).items())
+            self.llm.apply_model(lambda model: model.load_weights(weights))
+            self.llm.reset_prefix_cache()
+        self.checkpoint = checkpoint
+        self._version = version
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "model": self.model_name,
+            "version": self._version,
+            "vllm": getattr(self._vllm, "__version__", "?"),
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+        }

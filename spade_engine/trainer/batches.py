@@ -1,0 +1,282 @@
+"""From events to training samples: which plays form a GRPO group, when a group is complete,
+what each token sequence is worth.
+
+:class:`BatchAssembler` is a fold over the log (in log order):
+
+* ``RolloutCompleted`` with ``hinted=False`` joins the pending group of its ``env_id`` (hinted
+  plays only measure regret; the agent is trained on the plain plays);
+* ``EnvironmentProposed`` keeps the designer's generation (tokens + behaviour log-probs) of that
+  environment; a rejected ``EnvironmentValidated`` forgets it;
+* ``RegretEstimated`` says all plays of the environment are in: the group becomes *ready*
+  (in the order of these events), with the designer reward for the designer sample. A
+  RegretEstimated before ``trigger_from`` (the resume cursor) was already trained on: its group
+  is discarded, so replaying the log from offset 0 never trains twice;
+* ``PolicyUpdated`` teaches it which step each version is, for staleness.
+
+:func:`build_samples` turns ready groups into :class:`TrainSample` values at a given trainer
+step: plays more than ``max_lag`` versions behind are dropped and counted, zero-variance groups
+are skipped and counted, advantages are reward - group mean (agent) and per-skill centred
+designer rewards (designer; a skill alone in the batch has no baseline and is counted as
+``designer_singletons``). Every turn of a play with tokens becomes one sample carrying the
+play's advantage; plays without tokens (procedural policy) are counted as ``untokenized``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..blobs import BlobStore
+from ..events.catalogue import (
+    EnvironmentProposed,
+    EnvironmentValidated,
+    Generation,
+    PolicyUpdated,
+    RegretEstimated,
+    RolloutCompleted,
+)
+from ..events.log import Record
+from .checkpoints import version_step
+from .losses import centre_per_skill, group_advantages, is_zero_variance
+
+__all__ = ["TrainSample", "ReadyGroup", "BatchStats", "BatchAssembler", "build_samples"]
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    """One token sequence to train on: prompt, completion, behaviour log-probs, advantage."""
+
+    role: Literal["agent", "designer"]
+    env_id: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    behaviour_logprobs: list[float]
+    advantage: float
+    reward: float
+    policy_version: str
+    event_id: str
+
+
+@dataclass(frozen=True)
+class _Play:
+    event_id: str
+    policy_version: str
+    reward: float
+    generations: list[Generation]
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    event_id: str
+    policy_version: str
+    skill: str
+    generation: Generation | None
+
+
+@dataclass(frozen=True)
+class ReadyGroup:
+    """An environment whose plays are all in: its plain plays, proposal and regret estimate."""
+
+    env_id: str
+    partition: int
+    offset: int  # offset of the RegretEstimated that completed it
+    plays: list[_Play]
+    proposal: _Proposal | None
+    skill: str
+    designer_reward: float
+
+
+@dataclass
+class BatchStats:
+    """Counters of one batch (they go into PolicyUpdated.metrics)."""
+
+    groups: int = 0
+    groups_used: int = 0
+    zero_variance_groups: int = 0
+    stale_dropped: int = 0
+    untokenized: int = 0
+    agent_samples: int = 0
+    designer_samples: int = 0
+    designer_singletons: int = 0
+    agent_rewards: list[float] = field(default_factory=list)
+    designer_rewards: list[float] = field(default_factory=list)
+
+    def as_metrics(self) -> dict[str, float]:
+        out = {k: float(v) for k, v in self.__dict__.items() if isinstance(v, int)}
+        if self.agent_rewards:
+            out["agent_reward_mean"] = sum(self.agent_rewards) / len(self.agent_rewards)
+        if self.designer_rewards:
+            out["designer_reward_mean"] = sum(self.designer_rewards) / len(self.designer_rewards)
+        return out
+
+
+class BatchAssembler:
+    """Folds log records into ready groups (see the module docstring)."""
+
+    def __init__(self, *, blobs: BlobStore | None = None, trigger_from: Mapping[int, int] | None = None):
+        self.blobs = blobs
+        self.trigger_from = dict(trigger_from or {})
+        self.pending: dict[str, list[_Play]] = {}
+        self.proposals: dict[str, _Proposal] = {}
+        self.ready: OrderedDict[str, ReadyGroup] = OrderedDict()
+        self.version_steps: dict[str, int] = {"v0": 0}
+        self.already_trained = 0
+        self.skipped: dict[str, int] = {}
+
+    def _skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def _generation(self, gen: Generation | None) -> Generation | None:
+        if gen is None:
+            return None
+        if gen.ref is not None and not gen.completion_token_ids:
+            if self.blobs is None:
+                return None
+            data = json.loads(self.blobs.get_bytes(gen.ref))
+            return Generation(
+                prompt_token_ids=data.get("prompt_token_ids", []),
+                completion_token_ids=data.get("completion_token_ids", []),
+                logprobs=data.get("logprobs", []),
+                finish_reason=gen.finish_reason,
+            )
+        return gen
+
+    def observe(self, rec: Record) -> None:
+        """Fold one record. Never raises on events it cannot read (they are counted)."""
+        t = rec.envelope.type
+        if t not in ("RolloutCompleted", "RegretEstimated", "EnvironmentProposed", "EnvironmentValidated", "PolicyUpdated"):
+            return
+        try:
+            ev: Any = rec.envelope.event()
+        except Exception as exc:  # noqa: BLE001 - unknown/newer/malformed events are skipped
+            self._skip(f"{t}: {type(exc).__name__}")
+            return
+        if isinstance(ev, RolloutCompleted):
+            if ev.hinted:
+                return
+            gens = [self._generation(turn.generation) for turn in ev.turns]
+            self.pending.setdefault(ev.env_id, []).append(
+                _Play(rec.envelope.event_id, ev.policy_version, float(ev.episode_reward), [g for g in gens if g is not None])
+            )
+        elif isinstance(ev, EnvironmentProposed):
+            self.proposals[ev.env_id] = _Proposal(
+                rec.envelope.event_id, ev.policy_version, ev.skill, self._generation(ev.generation)
+            )
+        elif isinstance(ev, EnvironmentValidated):
+            if not ev.accepted:
+                self.proposals.pop(ev.env_id, None)
+                self.pending.pop(ev.env_id, None)
+        elif isinstance(ev, PolicyUpdated):
+            self.version_steps[ev.version] = ev.step
+        elif isinstance(ev, RegretEstimated):
+            plays = self.pending.pop(ev.env_id, [])
+            proposal = self.proposals.pop(ev.env_id, None)
+            if rec.offset < self.trigger_from.get(rec.partition, 0):
+                self.already_trained += 1
+                return
+            if ev.rollout_ids:
+                wanted = set(ev.rollout_ids)
+                plays = [p for p in plays if p.event_id in wanted]
+            self.ready[ev.env_id] = ReadyGroup(
+                env_id=ev.env_id,
+                partition=rec.partition,
+                offset=rec.offset,
+                plays=plays,
+                proposal=proposal,
+                skill=ev.skill,
+                designer_reward=float(ev.designer_reward),
+            )
+
+    def take(self, n: int) -> list[ReadyGroup]:
+        """Remove and return up to ``n`` ready groups, oldest first."""
+        out = []
+        while self.ready and len(out) < n:
+            out.append(self.ready.popitem(last=False)[1])
+        return out
+
+    def lag(self, version: str, current_step: int) -> int:
+        """How many versions ``version`` is behind ``current_step`` (0 when unknown)."""
+        step = self.version_steps.get(version, version_step(version))
+        return 0 if step is None else max(0, current_step - step)
+
+
+def build_samples(
+    groups: list[ReadyGroup],
+    *,
+    current_step: int,
+    max_lag: int,
+    lag_of: Any,
+    designer: bool = True,
+) -> tuple[list[TrainSample], BatchStats]:
+    """Training samples of ``groups`` at trainer step ``current_step`` (see module docstring).
+
+    ``lag_of(version, current_step)`` gives a version's staleness (``BatchAssembler.lag``).
+    """
+    stats = BatchStats(groups=len(groups))
+    samples: list[TrainSample] = []
+    designer_pending: list[tuple[ReadyGroup, Generation]] = []
+    for g in groups:
+        fresh = []
+        for p in g.plays:
+            if lag_of(p.policy_version, current_step) > max_lag:
+                stats.stale_dropped += 1
+            else:
+                fresh.append(p)
+        rewards = [p.reward for p in fresh]
+        if fresh and is_zero_variance(rewards):
+            stats.zero_variance_groups += 1
+        elif fresh:
+            used = False
+            for p, adv in zip(fresh, group_advantages(rewards)):
+                if not any(gen.completion_token_ids and gen.prompt_token_ids for gen in p.generations):
+                    stats.untokenized += 1
+                    continue
+                stats.agent_rewards.append(p.reward)
+                for gen in p.generations:
+                    if not gen.completion_token_ids or not gen.prompt_token_ids:
+                        continue
+                    samples.append(_sample("agent", g.env_id, gen, adv, p.reward, p.policy_version, p.event_id))
+                    stats.agent_samples += 1
+                    used = True
+            stats.groups_used += int(used)
+        if designer and g.proposal is not None:
+            gen = g.proposal.generation
+            if gen is None or not gen.completion_token_ids or not gen.prompt_token_ids:
+                stats.untokenized += 1
+            elif lag_of(g.proposal.policy_version, current_step) > max_lag:
+                stats.stale_dropped += 1
+            else:
+                designer_pending.append((g, gen))
+    if designer_pending:
+        rewards = [g.designer_reward for g, _ in designer_pending]
+        skills = [g.skill for g, _ in designer_pending]
+        counts = {s: skills.count(s) for s in skills}
+        for (g, gen), adv, skill in zip(designer_pending, centre_per_skill(rewards, skills), skills):
+            if counts[skill] < 2:
+                stats.designer_singletons += 1
+                continue
+            assert g.proposal is not None
+            stats.designer_rewards.append(g.designer_reward)
+            samples.append(_sample("designer", g.env_id, gen, adv, g.designer_reward, g.proposal.policy_version, g.proposal.event_id))
+            stats.designer_samples += 1
+    return samples, stats
+
+
+def _sample(role: Any, env_id: str, gen: Generation, adv: float, reward: float, version: str, event_id: str) -> TrainSample:
+    n = len(gen.completion_token_ids)
+    # missing behaviour log-probs are NaN: the trainer then uses importance weight 1
+    lps = list(gen.logprobs) if len(gen.logprobs) == n else [float("nan")] * n
+    return TrainSample(
+        role=role,
+        env_id=env_id,
+        prompt_ids=list(gen.prompt_token_ids),
+        completion_ids=list(gen.completion_token_ids),
+        behaviour_logprobs=lps,
+        advantage=float(adv),
+        reward=float(reward),
+        policy_version=version,
+        event_id=event_id,
+    )

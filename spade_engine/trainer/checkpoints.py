@@ -1,0 +1,229 @@
+"""Checkpoints: model weights (and optimizer state) as safetensors in the content-addressed store,
+and the PolicyUpdated events that announce them.
+
+* :func:`save_weights` writes the *effective* weights of a model (LoRA adapters merged into
+  their base layers, tied tensors stored once) to ``<data>/blobs`` and returns a
+  :class:`~spade_engine.events.catalogue.BlobRef` (``cas://sha256/<hex>``); the same weights
+  always give the same digest;
+* :func:`load_weights_into` copies a checkpoint into a model in place (so compiled graphs and
+  static caches built on it stay valid);
+* :func:`save_optimizer` / :func:`load_optimizer` round-trip an optimizer's state (tensors in
+  safetensors, hyper-parameters in its metadata) so a resumed trainer continues AdamW exactly;
+* :func:`latest_policy_update` finds a run's newest PolicyUpdated, :func:`sync_policy` makes a
+  rollout/designer policy load it when its version differs (what workers call when they see one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..blobs import BlobStore
+from ..events.catalogue import BlobRef, PolicyUpdated
+from ..events.log import EventLog, Record
+
+__all__ = [
+    "effective_state_dict",
+    "save_weights",
+    "load_weights_into",
+    "save_optimizer",
+    "load_optimizer",
+    "latest_policy_update",
+    "sync_policy",
+    "version_step",
+    "verified_path",
+]
+
+SAFETENSORS = "application/vnd.safetensors"
+
+
+def _unwrap(model: Any) -> Any:
+    """The module holding the weights (DeepSpeed engines expose ``.module``)."""
+    return getattr(model, "module", model) if type(model).__name__ == "DeepSpeedEngine" else model
+
+
+def _is_peft(model: Any) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is installed in dev
+        return False
+    return isinstance(model, PeftModel)
+
+
+def effective_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """CPU copies of the weights a plain (non-LoRA) model of the same architecture would load.
+
+    LoRA adapters are merged for the copy and unmerged again; tensors shared by several names
+    (tied embeddings) are kept under their first name only.
+    """
+    model = _unwrap(model)
+    if _is_peft(model):
+        model.merge_adapter()
+        try:
+            raw = model.get_base_model().state_dict()
+            sd = {k.replace(".base_layer.", "."): v.detach().to("cpu", copy=True) for k, v in raw.items() if "lora_" not in k}
+        finally:
+            model.unmerge_adapter()
+    else:
+        sd = {k: v.detach() for k, v in model.state_dict().items()}
+    out: dict[str, torch.Tensor] = {}
+    seen: set[tuple[int, int]] = set()
+    for k, v in sd.items():
+        ident = (v.data_ptr(), v.numel()) if v.device.type != "meta" else (id(v), 0)
+        if v.numel() and ident in seen:
+            continue
+        seen.add(ident)
+        out[k] = v.to("cpu").contiguous().clone()
+    return out
+
+
+def _put_safetensors(blobs: BlobStore, tensors: dict[str, torch.Tensor], metadata: dict[str, Any]) -> BlobRef:
+    # safetensors writes its metadata map in hash order: keep ONE key (a canonical JSON string)
+    # so identical content always gives identical bytes, hence the same digest
+    meta = {"spade": json.dumps(metadata, sort_keys=True, separators=(",", ":"))}
+    blobs.root.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=blobs.root, prefix=".ckpt-", suffix=".safetensors")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=meta)
+        return blobs.put_file(tmp, media_type=SAFETENSORS)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def save_weights(model: Any, blobs: BlobStore, *, metadata: dict[str, str] | None = None) -> BlobRef:
+    """Write the model's effective weights as one safetensors blob; return its reference.
+
+    Metadata must be deterministic for identical weights to share a digest (no timestamps).
+    """
+    return _put_safetensors(blobs, effective_state_dict(model), {"kind": "weights", **(metadata or {})})
+
+
+def load_weights_into(model: Any, path: str | Path) -> None:
+    """Copy the safetensors weights at ``path`` into ``model`` in place.
+
+    Every tensor in the file must match a parameter/buffer; names missing from the file must be
+    tied to one that is present (e.g. ``lm_head.weight``). Raises ``ValueError`` otherwise.
+    """
+    sd = load_file(str(path))
+    target = _unwrap(model)
+    if _is_peft(target):
+        base = target.get_base_model()
+        names = {k.replace(".base_layer.", "."): k for k in base.state_dict() if "lora_" not in k}
+        unknown = [k for k in sd if k not in names]
+        if unknown:
+            raise ValueError(f"checkpoint has tensors the model lacks: {unknown[:5]}")
+        params = dict(base.state_dict(keep_vars=True))
+        with torch.no_grad():
+            for k, v in sd.items():
+                params[names[k]].copy_(v.to(params[names[k]].dtype))
+        return
+    own = target.state_dict(keep_vars=True)
+    unknown = [k for k in sd if k not in own]
+    if unknown:
+        raise ValueError(f"checkpoint has tensors the model lacks: {unknown[:5]}")
+    present = {(t.data_ptr(), t.numel()) for k, t in own.items() if k in sd}
+    missing = [k for k, t in own.items() if k not in sd and (t.data_ptr(), t.numel()) not in present]
+    if missing:
+        raise ValueError(f"checkpoint lacks tensors the model needs: {missing[:5]}")
+    wrong = [f"{k} {tuple(v.shape)} != {tuple(own[k].shape)}" for k, v in sd.items() if v.shape != own[k].shape]
+    if wrong:
+        raise ValueError(f"checkpoint shapes do not match the model: {wrong[:3]}")
+    with torch.no_grad():
+        for k, v in sd.items():
+            own[k].copy_(v.to(device=own[k].device, dtype=own[k].dtype))
+
+
+def save_optimizer(optimizer: torch.optim.Optimizer, blobs: BlobStore) -> BlobRef:
+    """The optimizer's state as a safetensors blob (hyper-parameters in its metadata)."""
+    state = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for pid, st in state["state"].items():
+        for name, val in st.items():
+            key = f"{pid}.{name}"
+            if torch.is_tensor(val):
+                tensors[key] = val.detach().to("cpu").contiguous().clone()
+            else:
+                scalars[key] = val
+    return _put_safetensors(blobs, tensors, {"kind": "optimizer", "param_groups": state["param_groups"], "scalars": scalars})
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, path: str | Path) -> None:
+    """Restore state written by :func:`save_optimizer` into ``optimizer`` (same parameter order)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        meta = json.loads((fh.metadata() or {}).get("spade", "{}"))
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    state: dict[int, dict[str, Any]] = {}
+    for key, val in tensors.items():
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = val
+    for key, val in meta.get("scalars", {}).items():
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = val
+    if "param_groups" not in meta:
+        raise ValueError(f"{path} is not an optimizer checkpoint")
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def version_step(version: str) -> int | None:
+    """``"v12"`` -> 12; other version strings -> None."""
+    if version.startswith("v") and version[1:].isdigit():
+        return int(version[1:])
+    return None
+
+
+def verified_path(blobs: BlobStore, ref: BlobRef) -> Path:
+    """Local path of ``ref`` after checking its sha256 (streamed); raises BlobError if corrupt."""
+    import hashlib
+
+    from ..blobs import BlobError
+
+    path = blobs.resolve(ref)
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    if h.hexdigest() != ref.sha256:
+        raise BlobError(f"checkpoint {ref.uri} is corrupt: sha256 does not match")
+    return path
+
+
+def latest_policy_update(log: EventLog, cursor: dict[int, int] | None = None) -> tuple[Record, PolicyUpdated] | None:
+    """The newest PolicyUpdated in ``log`` (at or after ``cursor``), with its record."""
+    found: tuple[Record, PolicyUpdated] | None = None
+    for rec in log.read(cursor):
+        if rec.envelope.type != PolicyUpdated.TYPE:
+            continue
+        try:
+            ev = rec.envelope.event()
+        except Exception:  # noqa: BLE001 - a consumer never crashes on a bad event
+            continue
+        if found is None or ev.step >= found[1].step:
+            found = (rec, ev)
+    return found
+
+
+def sync_policy(policy: Any, log: EventLog, blobs: BlobStore) -> bool:
+    """Load the run's newest policy version into ``policy`` if it is not already running it.
+
+    Returns True when weights were loaded. Rollout and designer workers call this whenever they
+    see a PolicyUpdated (or before each batch).
+    """
+    latest = latest_policy_update(log)
+    if latest is None:
+        return False
+    _, ev = latest
+    if ev.version == policy.version:
+        return False
+    path = verified_path(blobs, ev.checkpoint) if ev.checkpoint is not None else None
+    policy.load_version(ev.version, str(path) if path is not None else None)
+    return True

@@ -1,0 +1,324 @@
+"""The replay-driven trainer: log -> batches -> GRPO update -> checkpoint -> PolicyUpdated.
+
+The trainer's only input is the event log. It folds records into a
+:class:`~.batches.BatchAssembler` from its resume point, and whenever ``batch_groups`` complete
+groups have produced samples it takes one optimizer step on both roles and publishes the result.
+
+Crash safety (the order of one update)::
+
+    1. train (in memory)
+    2. write checkpoint (+ optimizer state) blobs       content-addressed, atomic rename
+    3. append PolicyUpdated{version, parent, checkpoint, consumed, metrics}   one atomic append
+    4. commit consumer group "trainer" at ``consumed``
+
+The last PolicyUpdated is the trainer's state: on start it loads that checkpoint and optimizer
+state and treats every RegretEstimated before ``consumed`` as trained (their groups are discarded
+while the log is re-read to rebuild pending groups). A SIGKILL before 3 loses the in-memory
+update and the orphan blob is harmless: the same groups are trained again from the previous
+weights, so no event ever contributes to two published versions. A SIGKILL between 3 and 4
+leaves the committed offset behind: PolicyUpdated wins. ``tests/test_trainer_resume.py`` kills
+a trainer subprocess at each of these points (through the ``SPADE_TRAINER_FAULT`` test hook,
+which sends the process a real SIGKILL) and at random times.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..blobs import BlobStore
+from ..config import TrainerConfig
+from ..events.catalogue import PolicyUpdated
+from ..events.codec import make_envelope
+from ..events.log import Cursor, EventLog, Record, advance
+from .batches import BatchAssembler, BatchStats, TrainSample, build_samples
+from .checkpoints import (
+    latest_policy_update,
+    load_optimizer,
+    load_weights_into,
+    save_optimizer,
+    save_weights,
+    verified_path,
+)
+from .losses import clipped_policy_loss, tis_weights
+from .model import TrainerSetupError, TrainModel, load_base_model
+from .scoring import token_logprobs
+
+__all__ = ["Trainer", "TrainerState", "FAULT_ENV", "GROUP"]
+
+GROUP = "trainer"
+FAULT_ENV = "SPADE_TRAINER_FAULT"
+_fault_counts: dict[str, int] = {}
+
+
+def _fault(point: str) -> None:
+    """Test hook: ``SPADE_TRAINER_FAULT=point:n`` SIGKILLs this process the n-th time it gets here."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    name, _, n = spec.partition(":")
+    if name != point:
+        return
+    _fault_counts[point] = _fault_counts.get(point, 0) + 1
+    if _fault_counts[point] >= int(n or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class TrainerState:
+    """Where the trainer is: its version, step and resume cursor (from the last PolicyUpdated)."""
+
+    version: str = "v0"
+    step: int = 0
+    consumed: Cursor = field(default_factory=dict)
+
+
+@dataclass
+class _Held:
+    samples: list[TrainSample] = field(default_factory=list)
+    stats: BatchStats = field(default_factory=BatchStats)
+    envs: list[str] = field(default_factory=list)
+    contributing: set[str] = field(default_factory=set)
+    consumed: Cursor = field(default_factory=dict)
+
+    def add(self, samples: list[TrainSample], stats: BatchStats, groups: list[Any]) -> None:
+        self.samples.extend(samples)
+        for k, v in stats.__dict__.items():
+            cur = getattr(self.stats, k)
+            setattr(self.stats, k, cur + v)
+        self.envs.extend(g.env_id for g in groups)
+        self.contributing.update(s.env_id for s in samples)
+        for g in groups:
+            self.consumed[g.partition] = max(self.consumed.get(g.partition, 0), g.offset + 1)
+
+
+class Trainer:
+    """GRPO on both roles from a run's event log (see the module docstring).
+
+    Args:
+        log: the run's event log.
+        blobs: the content-addressed store for checkpoints (``<data>/blobs``).
+        config: the trainer section of the run config.
+        base_model: model spec (``tiny[:SEED]``, local path, hub id) the run's v0 weights are.
+        model, tokenizer: an already-built base model (tests); else loaded from ``base_model``.
+        temperature: the sampling temperature the policy records log-probs with.
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        blobs: BlobStore,
+        config: TrainerConfig,
+        base_model: str,
+        model: Any = None,
+        temperature: float = 1.0,
+        producer: str = "trainer",
+        on_update: Callable[[PolicyUpdated], None] | None = None,
+    ):
+        from ..engine.policy.transformers_policy import resolve_device
+
+        self.log = log
+        self.blobs = blobs
+        self.cfg = config
+        self.base_model = base_model
+        self.temperature = config.temperature if config.temperature is not None else temperature
+        self.producer = producer
+        self.on_update = on_update
+        self.device = resolve_device(config.device)
+        if model is None:
+            model, _ = load_base_model(base_model, device=self.device)
+        self.state = TrainerState()
+        self.resumed_from: PolicyUpdated | None = None
+        last = latest_policy_update(log)
+        if last is not None:
+            _, ev = last
+            if ev.base_model and ev.base_model != base_model:
+                raise TrainerSetupError(
+                    f"run {log.run_id} was trained from base model {ev.base_model!r}, not {base_model!r}"
+                )
+            if ev.checkpoint is not None:
+                load_weights_into(model, verified_path(blobs, ev.checkpoint))
+            self.state = TrainerState(
+                version=ev.version, step=ev.step, consumed={int(k): int(v) for k, v in ev.consumed.items()}
+            )
+            self.resumed_from = ev
+        self.tm = TrainModel(model, config, device=self.device)
+        if self.resumed_from is not None and self.resumed_from.optimizer is not None and not config.lora and self.tm.engine is None:
+            load_optimizer(self.tm.optimizer, verified_path(blobs, self.resumed_from.optimizer))
+        self.assembler = BatchAssembler(blobs=blobs, trigger_from=self.state.consumed)
+        self.position: Cursor = {}
+        self.held = _Held()
+        self.updates: list[PolicyUpdated] = []
+        self.pad_id = 0
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _observe(self, rec: Record) -> list[PolicyUpdated]:
+        self.assembler.observe(rec)
+        self.position = advance(self.position, rec)
+        out = []
+        while self.assembler.ready:
+            groups = self.assembler.take(1)
+            samples, stats = build_samples(
+                groups,
+                current_step=self.state.step,
+                max_lag=self.cfg.max_lag,
+                lag_of=self.assembler.lag,
+                designer=self.cfg.train_designer,
+            )
+            self.held.add(samples, stats, groups)
+            if len(self.held.contributing) >= self.cfg.batch_groups:
+                ev = self.update()
+                if ev is not None:
+                    out.append(ev)
+        return out
+
+    def run(
+        self,
+        *,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+        idle_timeout: float | None = None,
+        max_updates: int | None = None,
+        flush: bool = True,
+    ) -> list[PolicyUpdated]:
+        """Consume the log from the current position; return the updates published.
+
+        One-shot (default): read what is in the log now, then (``flush``) train on a last partial
+        batch. ``follow``: keep waiting for new events until ``stop``/``idle_timeout``/``max_updates``.
+        """
+        published: list[PolicyUpdated] = []
+        source = (
+            self.log.follow(self.position, stop=stop, idle_timeout=idle_timeout)
+            if follow
+            else self.log.read(self.position)
+        )
+        for rec in source:
+            published.extend(self._observe(rec))
+            if max_updates is not None and len(published) >= max_updates:
+                return published
+        if flush and self.held.samples and (max_updates is None or len(published) < max_updates):
+            ev = self.update()
+            if ev is not None:
+                published.append(ev)
+        return published
+
+    # -- one update ----------------------------------------------------------------------------
+
+    def update(self) -> PolicyUpdated | None:
+        """Train on the held samples and publish a new version (None when there is nothing)."""
+        held, self.held = self.held, _Held()
+        if not held.samples:
+            return None
+        t0 = time.perf_counter()
+        _fault("before_update")
+        metrics = self._train(held.samples)
+        metrics.update(held.stats.as_metrics())
+        metrics["seconds"] = time.perf_counter() - t0
+        metrics["tokens_per_s"] = metrics["tokens"] / max(metrics["seconds"], 1e-9)
+        metrics["already_trained_groups_skipped"] = float(self.assembler.already_trained)
+        step = self.state.step + 1
+        version = f"v{step}"
+        _fault("before_checkpoint")
+        with self.tm.gathered():
+            ckpt = save_weights(self.tm.model, self.blobs, metadata={"base_model": self.base_model})
+        opt_ref = None
+        if self.tm.engine is None and not self.cfg.lora:
+            opt_ref = save_optimizer(self.tm.optimizer, self.blobs)
+        _fault("after_checkpoint")
+        consumed = dict(self.state.consumed)
+        for p, o in held.consumed.items():
+            consumed[p] = max(consumed.get(p, 0), o)
+        roles = sorted({s.role for s in held.samples})
+        ev = PolicyUpdated(
+            version=version,
+            parent_version=self.state.version,
+            checkpoint=ckpt,
+            step=step,
+            consumed={str(p): int(o) for p, o in consumed.items()},
+            metrics={k: float(v) for k, v in metrics.items() if math.isfinite(float(v))},
+            roles=roles,
+            base_model=self.base_model,
+            optimizer=opt_ref,
+            env_ids=list(held.envs),
+        )
+        self.log.append([make_envelope(ev, run_id=self.log.run_id, producer=self.producer)])
+        _fault("after_event")
+        self.log.commit(GROUP, consumed)
+        _fault("after_commit")
+        self.state = TrainerState(version=version, step=step, consumed=consumed)
+        self.assembler.version_steps[version] = step
+        self.updates.append(ev)
+        if self.on_update is not None:
+            self.on_update(ev)
+        return ev
+
+    def _micro_batches(self, samples: list[TrainSample]) -> list[list[TrainSample]]:
+        ordered = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
+        n_mb = max(self.cfg.grad_accum, math.ceil(len(ordered) / self.cfg.micro_batch_size))
+        size = math.ceil(len(ordered) / n_mb)
+        return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+    def _train(self, samples: list[TrainSample]) -> dict[str, float]:
+        tm = self.tm
+        tm.model.train()
+        total_tokens = sum(len(s.completion_ids) for s in samples)
+        acc = {"loss": 0.0, "clipped_tokens": 0.0, "ratio_sum": 0.0, "tis_weight_sum": 0.0, "mismatch_sum": 0.0, "mismatch_n": 0.0}
+        dev = self.device
+        for mb in self._micro_batches(samples):
+            seqs = [s.prompt_ids + s.completion_ids for s in mb]
+            T = max(len(x) for x in seqs)
+            B = len(mb)
+            ids = torch.full((B, T), self.pad_id, dtype=torch.long)
+            attn = torch.zeros((B, T), dtype=torch.long)
+            mask = torch.zeros((B, T - 1), dtype=torch.bool)
+            beh = torch.full((B, T - 1), float("nan"), dtype=torch.float32)
+            for i, s in enumerate(mb):
+                n_p, n_c = len(s.prompt_ids), len(s.completion_ids)
+                ids[i, : n_p + n_c] = torch.tensor(seqs[i])
+                attn[i, : n_p + n_c] = 1
+                mask[i, n_p - 1 : n_p - 1 + n_c] = True
+                beh[i, n_p - 1 : n_p - 1 + n_c] = torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
+            adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=dev)
+            ids, attn, mask, beh = ids.to(dev), attn.to(dev), mask.to(dev), beh.to(dev)
+            with tm.autocast():
+                lp = token_logprobs(tm.module, ids, attn, temperature=self.temperature, chunk=self.cfg.logits_chunk)
+            lp = lp.float()
+            old = lp.detach()
+            known = mask & ~torch.isnan(beh)
+            weights = None
+            if self.cfg.tis:
+                weights = torch.where(known, tis_weights(old, torch.nan_to_num(beh), self.cfg.tis_cap), torch.ones_like(old))
+            loss, st = clipped_policy_loss(
+                lp, old, adv, mask, clip_low=self.cfg.clip_low, clip_high=self.cfg.clip_high, weights=weights
+            )
+            tm.backward(loss / max(total_tokens, 1))
+            acc["loss"] += float(loss.detach())
+            acc["clipped_tokens"] += st["clipped_tokens"]
+            acc["ratio_sum"] += st["ratio_sum"]
+            if weights is not None:
+                acc["tis_weight_sum"] += float((weights * mask).sum())
+            acc["mismatch_sum"] += float((old - torch.nan_to_num(beh)).abs()[known].sum())
+            acc["mismatch_n"] += float(known.sum())
+        grad_norm = tm.step()
+        n = max(total_tokens, 1)
+        return {
+            "loss": acc["loss"] / n,
+            "tokens": float(total_tokens),
+            "samples": float(len(samples)),
+            "grad_norm": grad_norm,
+            "clip_fraction": acc["clipped_tokens"] / n,
+            "ratio_mean": acc["ratio_sum"] / n,
+            "tis_weight_mean": acc["tis_weight_sum"] / n if self.cfg.tis else 1.0,
+            "logprob_mismatch": acc["mismatch_sum"] / max(acc["mismatch_n"], 1.0),
+            "learning_rate": float(self.cfg.learning_rate),
+        }

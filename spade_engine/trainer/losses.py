@@ -1,0 +1,90 @@
+"""The trainer's losses and advantages: small pure functions (unit-tested against hand-computed
+values in ``tests/test_trainer_losses.py``).
+
+* :func:`group_advantages`: GRPO advantage = reward - group mean (no std normalisation);
+* :func:`is_zero_variance`: groups whose rewards are all equal carry no signal (skipped);
+* :func:`centre_per_skill`: designer advantage = designer reward - mean of its skill's rewards;
+* :func:`tis_weights`: truncated importance sampling, ``min(exp(logp_old - logp_behaviour), cap)``
+  (the rollout was sampled by a possibly older / differently-computed behaviour policy);
+* :func:`clipped_policy_loss`: the PPO/GRPO clipped-ratio surrogate with the asymmetric clip
+  range ``[1 - clip_low, 1 + clip_high]`` (0.2 / 0.28), token-level, summed over tokens (divide
+  by the batch's token count for the DAPO-style token mean).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["group_advantages", "is_zero_variance", "centre_per_skill", "tis_weights", "clipped_policy_loss"]
+
+
+def group_advantages(rewards: Sequence[float]) -> list[float]:
+    """``r_i - mean(r)`` for one group (the plain plays of one environment)."""
+    if not rewards:
+        return []
+    mean = sum(rewards) / len(rewards)
+    return [float(r) - mean for r in rewards]
+
+
+def is_zero_variance(rewards: Sequence[float], eps: float = 1e-9) -> bool:
+    """True when every reward of the group is the same (all advantages would be 0)."""
+    return len(rewards) == 0 or max(rewards) - min(rewards) <= eps
+
+
+def centre_per_skill(rewards: Sequence[float], skills: Sequence[str]) -> list[float]:
+    """Each designer reward minus the mean designer reward of its skill (within ``rewards``)."""
+    if len(rewards) != len(skills):
+        raise ValueError("rewards and skills must have the same length")
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for r, s in zip(rewards, skills):
+        sums[s] = sums.get(s, 0.0) + float(r)
+        counts[s] = counts.get(s, 0) + 1
+    return [float(r) - sums[s] / counts[s] for r, s in zip(rewards, skills)]
+
+
+def tis_weights(old_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance weights ``min(exp(old - behaviour), cap)`` (no gradient)."""
+    with torch.no_grad():
+        return torch.exp(old_logprobs.float() - behaviour_logprobs.float()).clamp(max=cap)
+
+
+def clipped_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Token-level clipped surrogate, summed over unmasked tokens.
+
+    Args:
+        logprobs: (B, T) log-probs of the sampled tokens under the current parameters (grad).
+        old_logprobs: (B, T) the same under the parameters the update started from (no grad).
+        advantages: (B,) per sequence, or (B, T) per token.
+        mask: (B, T) 1 for completion tokens that count, 0 for prompt/padding.
+        weights: optional (B, T) truncated importance weights (:func:`tis_weights`).
+
+    Per token: ``-w * min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)`` with
+    ``ratio = exp(logprobs - old_logprobs)``. Returns ``(loss_sum, stats)``; stats hold the
+    clipped-token count and the sum of ratios (python floats).
+    """
+    adv = advantages if advantages.dim() == 2 else advantages[:, None].expand_as(logprobs)
+    adv = adv.to(logprobs.dtype)
+    ratio = torch.exp(logprobs - old_logprobs.detach())
+    clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    surrogate = torch.minimum(ratio * adv, clipped * adv)
+    per_token = -surrogate
+    if weights is not None:
+        per_token = per_token * weights.detach().to(per_token.dtype)
+    m = mask.to(per_token.dtype)
+    loss = (per_token * m).sum()
+    with torch.no_grad():
+        is_clipped = ((ratio * adv) > (clipped * adv)) & mask.bool()
+        stats = {"clipped_tokens": float(is_clipped.sum()), "ratio_sum": float((ratio * m).sum())}
+    return loss, stats

@@ -1,0 +1,164 @@
+"""The trainer's model and optimizer: loading, precision, LoRA, gradient checkpointing, DeepSpeed.
+
+* ``load_base_model(spec)``: ``"tiny[:SEED...]"`` builds the tiny seeded test model, anything
+  else is a local path or hub id loaded offline-first (``local_files_only`` under HF_HUB_OFFLINE);
+* :class:`TrainModel` wraps the model for training according to
+  :class:`~spade_engine.config.TrainerConfig`: precision (``fp32``; ``bf16-mixed`` = fp32 weights
+  + bf16 autocast; ``bf16`` = bf16 weights), gradient checkpointing, LoRA through ``peft``
+  (adapters on all linear layers by default; checkpoints hold merged weights), AdamW (fused on
+  CUDA), or a DeepSpeed engine built from ``deepspeed_config`` (ZeRO stage and optimizer from that
+  JSON file; optional extra, import-guarded).
+
+DeepSpeed has not been exercised here (it is not installed and needs GPUs); the code follows
+``deepspeed.initialize`` / ``engine.backward`` / ``engine.step``. ZeRO-3 checkpoints would need
+the parameters gathered (``deepspeed.zero.GatheredParameters``) before :func:`save_weights`; this
+is done below but untested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import TrainerConfig
+from ..errors import ConfigError, SpadeError
+
+__all__ = ["load_base_model", "TrainModel", "TrainerSetupError"]
+
+
+class TrainerSetupError(SpadeError):
+    """The trainer cannot be set up as configured (missing optional extra, bad model...)."""
+
+
+def load_base_model(spec: str, *, device: torch.device, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for a model spec (``tiny[:SEED]``, local path or hub id)."""
+    from ..engine.policy.tiny import build_tiny_model, parse_tiny_spec
+    from ..engine.policy.transformers_policy import offline
+
+    tiny = parse_tiny_spec(spec)
+    if tiny is not None:
+        model, tok = build_tiny_model(**tiny)
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        local_only = offline() or Path(spec).exists()
+        try:
+            tok = AutoTokenizer.from_pretrained(spec, local_files_only=local_only)
+            model = AutoModelForCausalLM.from_pretrained(spec, local_files_only=local_only, attn_implementation="sdpa")
+        except (OSError, ValueError) as exc:
+            raise TrainerSetupError(f"cannot load model {spec!r}: {exc}") from None
+    return model.to(device=device, dtype=dtype), tok
+
+
+def _resolve_precision(cfg: TrainerConfig, device: torch.device) -> str:
+    if cfg.precision != "auto":
+        if cfg.precision.startswith("bf16") and device.type == "cpu":
+            return cfg.precision  # CPU bf16 works, slowly; the user asked for it
+        return cfg.precision
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return "bf16-mixed"
+    return "fp32"
+
+
+class TrainModel:
+    """A model ready for ``backward``/``step`` according to a TrainerConfig."""
+
+    def __init__(self, model: Any, cfg: TrainerConfig, *, device: torch.device):
+        if cfg.kl_coef != 0.0:
+            raise ConfigError("trainer.kl_coef must be 0 (SPADE trains without a KL term; no reference model is kept)")
+        self.cfg = cfg
+        self.device = device
+        self.precision = _resolve_precision(cfg, device)
+        model = model.to(device=device, dtype=torch.bfloat16 if self.precision == "bf16" else torch.float32)
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.config.use_cache = False
+            if cfg.lora:
+                model.enable_input_require_grads()
+        if cfg.lora:
+            try:
+                from peft import LoraConfig, get_peft_model
+            except ImportError:  # pragma: no cover - peft is in the dev/lora extras
+                raise TrainerSetupError("trainer.lora needs peft: pip install 'spade-engine[lora]'") from None
+            lcfg = LoraConfig(
+                r=cfg.lora_r,
+                lora_alpha=cfg.lora_alpha,
+                lora_dropout=cfg.lora_dropout,
+                target_modules=list(cfg.lora_target_modules) or "all-linear",
+                task_type="CAUSAL_LM",
+            )
+            model = get_peft_model(model, lcfg)
+        if cfg.compile:
+            # regional compilation: each decoder layer is compiled once and the code reused
+            from .scoring import split_lm
+
+            parts = split_lm(model)
+            layers = getattr(parts[0], "layers", None) if parts else None
+            for layer in layers if layers is not None else [model]:
+                layer.compile(dynamic=False)
+        self.model = model
+        self.engine: Any = None
+        params = [p for p in model.parameters() if p.requires_grad]
+        if cfg.deepspeed_config:
+            try:
+                import deepspeed  # type: ignore[import-not-found]
+            except ImportError:
+                raise TrainerSetupError(
+                    "trainer.deepspeed_config needs DeepSpeed: pip install 'spade-engine[gpu]'"
+                ) from None
+            try:
+                ds_cfg = json.loads(Path(cfg.deepspeed_config).read_text())
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"trainer.deepspeed_config {cfg.deepspeed_config}: {exc}") from None
+            ds_cfg.setdefault("train_micro_batch_size_per_gpu", cfg.micro_batch_size)
+            ds_cfg.setdefault("gradient_accumulation_steps", 1)
+            ds_cfg.setdefault("gradient_clipping", cfg.max_grad_norm)
+            if "optimizer" not in ds_cfg:
+                ds_cfg["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.learning_rate, "weight_decay": cfg.weight_decay}}
+            self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_cfg)
+        else:
+            fused = device.type == "cuda"
+            self.optimizer = torch.optim.AdamW(
+                params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(0.9, 0.999), fused=fused or None
+            )
+        self.model.train()
+
+    @property
+    def module(self) -> Any:
+        """What to call for forward passes (the DeepSpeed engine when there is one)."""
+        return self.engine if self.engine is not None else self.model
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.precision == "bf16-mixed":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        if self.engine is not None:
+            self.engine.backward(loss)
+        else:
+            loss.backward()
+
+    def step(self) -> float:
+        """Clip gradients, take an optimizer step, zero gradients; return the gradient norm."""
+        if self.engine is not None:
+            self.engine.step()
+            norm = self.engine.get_global_grad_norm()
+            return float(norm) if norm is not None else 0.0
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    def gathered(self) -> contextlib.AbstractContextManager:
+        """Context in which the full weights are materialised (ZeRO-3), for checkpointing."""
+        if self.engine is not None and getattr(self.engine, "zero_optimization_stage", lambda: 0)() == 3:
+            import deepspeed  # type: ignore[import-not-found]
+
+            return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+        return contextlib.nullcontext()

@@ -1,0 +1,70 @@
+"""Scoring: the log-probability a causal LM gives each next token of a batch of sequences.
+
+``token_logprobs(model, input_ids)[b, t]`` is ``log p(input_ids[b, t+1] | input_ids[b, :t+1])``
+under ``softmax(logits / temperature)``, the same distribution the sampler records behaviour
+log-probs from. With ``chunk > 0`` the vocabulary projection runs over ``chunk`` positions at a
+time under activation checkpointing, so the (tokens x vocab) logits are never all in memory at
+once (what makes long sequences with 150k-token vocabularies fit in large micro-batches).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+__all__ = ["token_logprobs", "split_lm"]
+
+
+def split_lm(model: Any) -> tuple[Any, Any] | None:
+    """``(body, lm_head)`` of a transformers causal LM (through peft/DeepSpeed wrappers), or None."""
+    inner = getattr(model, "module", model) if type(model).__name__ == "DeepSpeedEngine" else model
+    if hasattr(inner, "get_base_model"):
+        inner = inner.get_base_model()
+    body = getattr(inner, "model", None)
+    head = getattr(inner, "lm_head", None)
+    if body is None or head is None:
+        return None
+    return body, head
+
+
+def _gather_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = head(hidden).float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    # log_softmax(x)[y] = x[y] - logsumexp(x): avoids materialising the full log_softmax
+    return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
+
+
+def token_logprobs(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+    chunk: int = 0,
+) -> torch.Tensor:
+    """(B, T-1) log-probs of ``input_ids[:, 1:]``; padding positions hold garbage (mask them)."""
+    targets = input_ids[:, 1:]
+    if attention_mask is not None and bool(attention_mask.all()):
+        attention_mask = None  # no padding: SDPA can take its causal fast path
+    parts = split_lm(model)
+    if parts is None:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+        if temperature > 0 and temperature != 1.0:
+            logits = logits / temperature
+        return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
+    body, head = parts
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
+    if chunk <= 0 or hidden.shape[1] <= chunk:
+        return _gather_logprobs(hidden, head, targets, temperature)
+    outs = []
+    for start in range(0, hidden.shape[1], chunk):
+        h = hidden[:, start : start + chunk]
+        y = targets[:, start : start + chunk]
+        if torch.is_grad_enabled():
+            outs.append(checkpoint(_gather_logprobs, h, head, y, temperature, use_reentrant=False))
+        else:
+            outs.append(_gather_logprobs(h, head, y, temperature))
+    return torch.cat(outs, dim=1)
