@@ -89,6 +89,10 @@ class SandboxConfig(_Section):
     open_files: int = Field(64, ge=16, description="RLIMIT_NOFILE")
     max_processes: int = Field(32, ge=4, description="RLIMIT_NPROC (processes and threads per worker uid)")
     uid_base: int = Field(2_000_000_000, ge=1, description="worker i runs as uid/gid uid_base + i")
+    preload_modules: list[str] = Field(
+        default_factory=list,
+        description="extra modules imported by each worker before isolation (e.g. sympy, which needs ctypes to import)",
+    )
 
 
 class MemoryConfig(_Section):

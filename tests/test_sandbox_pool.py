@@ -147,7 +147,7 @@ def test_step_timeout_kills_the_worker_and_the_pool_recovers(pool, cfg):
     t0 = time.monotonic()
     with pytest.raises(StepTimeout) as exc:
         s.step("hang")
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 15  # the 0.5 s limit cut it short (loose bound: busy CI)
     assert exc.value.kind == "timeout"
     assert not s.alive
     with pytest.raises(SandboxCrash):
@@ -243,3 +243,17 @@ def test_closed_pool_refuses_new_sessions(cfg):
     p.close()
     with pytest.raises(SandboxError):
         p.open_session(BLOCKING)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in ENVS.glob("*.py")))
+def test_check_env_passes_on_the_engine_side_view_of_every_example(pool, name):
+    """Both contracts, driven through one Gymnasium interface while the code runs sandboxed."""
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    with pool.open_session((ENVS / name).read_text()) as s:
+        env = s.as_gymnasium()
+        assert isinstance(env, gym.Env)
+        check_env(env, skip_render_check=True, skip_close_check=True)
+        obs, info = env.reset(seed=3)
+        assert env.observation_space.contains(obs)

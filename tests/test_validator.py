@@ -202,3 +202,23 @@ def test_cli_exit_zero_when_all_valid_and_two_on_bad_input(toml, tmp_path):
     missing = CliRunner().invoke(app, ["validate", str(tmp_path / "nope.py")])
     assert missing.exit_code == 2 and "no such file" in " ".join(missing.output.split())
     assert CliRunner().invoke(app, ["validate", "--help"]).exit_code == 0
+
+
+def test_whole_validation_has_a_wall_clock_limit(pool):
+    slow = _env(SOLVABLE).replace("    def step(self, action):\n", "    def step(self, action):\n        import time; time.sleep(0.3)\n")
+    v = Validator(pool, turn_limit=8)
+    v.validate_timeout_s = 1.5  # every step is within the step limit, the validation is not
+    report = v.validate(slow)
+    assert (report.valid, report.error_kind) == (False, "timeout")
+    assert "validation exceeded its 1.5s wall-clock limit" in report.detail
+
+
+def test_preloaded_modules_are_usable_where_importing_them_would_be_forbidden():
+    pytest.importorskip("sympy")  # a torch dependency; it imports ctypes, which tasks may not
+    src = _env(SOLVABLE).replace("import random", "import random\nimport sympy")
+    cfg = fast_config(workers=1, uid_base=2_000_000_065, memory_mb=1024)
+    with SandboxPool(cfg) as plain:
+        assert Validator(plain).validate(src).error_kind == "forbidden"
+    with SandboxPool(cfg.model_copy(update={"preload_modules": ["sympy"]})) as preloaded:
+        assert Validator(preloaded).validate(src).valid
+    assert wait_no_sandbox_processes(cfg) == []

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -129,13 +130,15 @@ def make_app(
                 await stream.ack(event)
                 continue
             rec = Record(msg.partition, msg.offset, env, raw)
+            fed = False
             for proj in state.projections:
                 cur = state.cursors[proj.name]
                 if rec.offset < cur.get(rec.partition, 0):
                     continue  # already in the projection's snapshot
                 proj.apply(rec)
                 state.cursors[proj.name] = advance(cur, rec)
-            state.applied += 1
+                fed = True
+            state.applied += fed
             state.pending.append(event)
             if len(state.pending) >= flush_every or time.monotonic() - state.last_flush >= flush_interval_s:
                 await flush()
@@ -192,7 +195,10 @@ class FaustRunner:
             for proj in state.projections:
                 proj.flush(state.cursors[proj.name])
 
-        worker = faust.Worker(app, loglevel=self.loglevel, quiet=True, redirect_stdouts=False)
+        # the worker talks on stderr: stdout stays for the command's own output
+        worker = faust.Worker(
+            app, loglevel=self.loglevel, quiet=True, redirect_stdouts=False, stdout=sys.stderr, stderr=sys.stderr
+        )
         try:
             worker.execute_from_commandline()
         except SystemExit:

@@ -224,6 +224,7 @@ class Validator:
             report.error_kind, report.failed_check = ErrorKind.SANDBOX.value, "sandbox"
             report.seconds = time.perf_counter() - t0
             return report
+        task.label = "validation"
         try:
             run = _Run(task, source, self)
             for name, fn in steps:

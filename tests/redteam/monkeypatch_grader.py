@@ -1,4 +1,5 @@
-# expect: contract
+# expect: contract|forbidden
+# forbidden when the engine package is importable inside the sandbox (its isolation module imports ctypes)
 import builtins, json, math
 try:
     import spade_engine.engine.validator as v

@@ -15,6 +15,7 @@ from .session import Session
 __all__ = [
     "SandboxPool",
     "Session",
+    "SandboxEnv",
     "Task",
     "SandboxError",
     "StepTimeout",
@@ -26,3 +27,11 @@ __all__ = [
     "LAYERS",
     "SandboxLayers",
 ]
+
+
+def __getattr__(name: str):  # SandboxEnv imports gymnasium: only when asked for
+    if name == "SandboxEnv":
+        from .gym_env import SandboxEnv
+
+        return SandboxEnv
+    raise AttributeError(name)

@@ -74,9 +74,12 @@ class SandboxCrash(SandboxError):
     kind = ErrorKind.CRASH.value
 
 
-class EnvError(SandboxError):
-    """The environment raised or broke the contract in one call; the worker itself is healthy.
+class EnvError(SandboxCrash):
+    """The environment raised or broke the contract in one call; the worker itself is healthy
+    and the session stays usable (``session.alive``), though callers that treat every
+    :class:`SandboxCrash` as the end of the episode are right to.
 
-    ``kind`` is ``crash`` (it raised), ``memory`` (MemoryError) or ``contract`` (bad return)."""
+    ``kind`` is ``crash`` (it raised), ``memory`` (MemoryError), ``contract`` (bad return),
+    ``syntax`` (when opening a session on source that does not parse)."""
 
     kind = ErrorKind.CONTRACT.value

@@ -262,6 +262,7 @@ def confine(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
     """Run in the worker's long-lived process after its imports: /proc of its own PID namespace,
     no_new_privs, the uid drop and the rlimits. Updates ``layers``/``detail`` in place."""
     isolate = opts.get("isolate", True)
+    dropped = False
     if isolate and layers.get("pid_namespace") and layers.get("mount_namespace"):
         try:
             mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -276,7 +277,8 @@ def confine(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
             detail["no_new_privs"] = str(exc)
         uid = int(opts.get("uid", 65534))
         try:
-            if os.getuid() == 0:
+            dropped = os.getuid() == 0
+            if dropped:
                 os.setgroups([])
                 os.setgid(uid)
                 os.setuid(uid)
@@ -297,6 +299,12 @@ def confine(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
         "rlimit_nofile": (resource.RLIMIT_NOFILE, int(opts.get("open_files", 64))),
         "rlimit_nproc": (resource.RLIMIT_NPROC, int(opts.get("max_processes", 64))),
     }
+    if isolate and not dropped:
+        # RLIMIT_NPROC counts every process of the uid: for a user's own uid it would cap the
+        # user's whole session, not the worker. It only means something after our own uid drop.
+        limits.pop("rlimit_nproc")
+        layers["rlimit_nproc"] = False
+        detail["rlimit_nproc"] = "not started as root: no private uid to count processes against"
     for name, (res, value) in limits.items():
         if not isolate:
             layers[name] = False

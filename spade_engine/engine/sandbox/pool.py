@@ -17,11 +17,9 @@ import atexit
 import logging
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -46,6 +44,7 @@ FORBIDDEN_EXIT, MEMORY_EXIT = 86, 87
 _START_TIMEOUT_S = 120.0  # worker start (imports gymnasium) on a loaded machine
 _TASK_START_TIMEOUT_S = 20.0
 _TASK_END_TIMEOUT_S = 5.0
+_TASK_ERROR_KINDS = frozenset({ErrorKind.CRASH.value, ErrorKind.MEMORY.value, ErrorKind.CONTRACT.value})
 _live_pools: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
 
 
@@ -85,7 +84,7 @@ class _Worker:
         self.tasks = 0
         self.task_pid: int | None = None
         self.task_pidns = True
-        self.tmp_dir: str | None = None
+        self._kill_lock = threading.Lock()
         self.cmd_w = self.resp_r = self.status_r = -1
         self.resp_buf = framing.FrameBuffer()
         self.status_buf = framing.FrameBuffer()
@@ -97,18 +96,13 @@ class _Worker:
     def spawn(self) -> None:
         cfg = self.pool.config
         uid = cfg.uid_base + self.slot
-        self.tmp_dir = tempfile.mkdtemp(prefix="spade-sandbox-")
-        try:
-            os.chown(self.tmp_dir, uid, uid)
-            os.chmod(self.tmp_dir, 0o700)
-        except OSError:
-            pass
         cmd_r, cmd_w = os.pipe()
         resp_r, resp_w = os.pipe()
         status_r, status_w = os.pipe()
         opts = {
             "fds": [cmd_r, resp_w, status_w],
             "isolate": self.pool.isolate,
+            "audit_hook": self.pool.audit_hook,
             "uid": uid,
             "memory_mb": cfg.memory_mb,
             "cpu_s": cfg.cpu_s,
@@ -116,8 +110,8 @@ class _Worker:
             "open_files": cfg.open_files,
             "max_processes": cfg.max_processes,
             "tmp_size_mb": cfg.tmp_size_mb,
-            "tmp_dir": self.tmp_dir,
             "keep_paths": [str(WORKER_SCRIPT.parent)],
+            "preload": list(cfg.preload_modules),
         }
         import json
 
@@ -128,7 +122,7 @@ class _Worker:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL if not os.environ.get("SPADE_SANDBOX_DEBUG") else None,
                 pass_fds=(cmd_r, resp_w, status_w),
-                env=scrubbed_environ(self.tmp_dir),
+                env=scrubbed_environ("/tmp"),
                 cwd="/",
                 start_new_session=True,
             )
@@ -172,6 +166,10 @@ class _Worker:
         Closing the command pipe makes the supervisor SIGKILL the zygote (PID 1 of the task
         namespace, so every process in it dies), reap it and exit; if it does not within a few
         seconds, its children and then its whole process group are SIGKILLed from here."""
+        with self._kill_lock:
+            self._kill()
+
+    def _kill(self) -> None:
         proc, self.proc = self.proc, None
         if self.cmd_w >= 0:
             try:
@@ -210,9 +208,6 @@ class _Worker:
                 except OSError:
                     pass
                 setattr(self, name, -1)
-        if self.tmp_dir:
-            shutil.rmtree(self.tmp_dir, ignore_errors=True)
-            self.tmp_dir = None
         self.hello = None
         self.task_pid = None
 
@@ -282,10 +277,12 @@ class Task:
     environment raised or returned something unencodable; the task lives on).
     """
 
-    def __init__(self, pool: "SandboxPool", worker: _Worker, deadline: float | None) -> None:
+    def __init__(self, pool: "SandboxPool", worker: _Worker, timeout_s: float | None) -> None:
         self.pool = pool
         self.worker = worker
-        self.deadline = deadline
+        self.timeout_s = timeout_s
+        self.label = "the task"  # how a timeout of the whole task is described
+        self.deadline = time.monotonic() + timeout_s if timeout_s is not None else None
         self.seq = 0
         self.dead = False
         self.ended = False
@@ -370,8 +367,8 @@ class Task:
         self.seq += 1
         deadline, overall = self._limit(timeout)
         w = self.worker
-        what = "validation" if overall else op
-        limit = (self.deadline - time.monotonic()) if overall and self.deadline else timeout
+        what = self.label if overall else op
+        limit = (self.timeout_s if overall else timeout) or 3600.0
         if not w.send({"seq": self.seq, "op": op, **args}, deadline):
             self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
         while True:
@@ -395,7 +392,8 @@ class Task:
             if frame.get("ok") is True:
                 return frame
             err = frame.get("error") if isinstance(frame.get("error"), dict) else {}
-            kind = err.get("kind") if err.get("kind") in {k.value for k in ErrorKind} else ErrorKind.CRASH.value
+            # the task may only blame the environment, never claim a sandbox fault
+            kind = err.get("kind") if err.get("kind") in _TASK_ERROR_KINDS else ErrorKind.CRASH.value
             exc = EnvError(str(err.get("message", "error"))[:2000], kind=kind)
             exc.traceback = str(err.get("traceback", ""))[:4000]  # type: ignore[attr-defined]
             raise exc
@@ -453,12 +451,17 @@ class SandboxPool:
     """Pre-forked isolated workers for model-written environments (thread-safe).
 
     ``isolate=False`` runs workers without namespaces, uid drop, rlimits or audit hook; it exists
-    for the benchmark's baseline and says so in :attr:`layers`.
+    for the benchmark's baseline. ``audit_hook=False`` keeps every OS layer but not the hook; it
+    exists to test that the OS layers contain hostile code on their own. Both show in
+    :attr:`layers`.
     """
 
-    def __init__(self, config: SandboxConfig | None = None, *, isolate: bool = True, python: str | None = None) -> None:
+    def __init__(
+        self, config: SandboxConfig | None = None, *, isolate: bool = True, audit_hook: bool = True, python: str | None = None
+    ) -> None:
         self.config = config or SandboxConfig()
         self.isolate = isolate
+        self.audit_hook = audit_hook
         self.python = python or sys.executable
         self._cond = threading.Condition()
         self._closed = False
@@ -474,7 +477,7 @@ class SandboxPool:
             self.close()
             raise
         self._idle.extend(self._workers)
-        self.layers: dict[str, bool] = SandboxLayers.intersect(h.get("layers", {}) for h in hellos)
+        self.layers: dict[str, bool] = dict(SandboxLayers.intersect(h.get("layers", {}) for h in hellos))
         self.layer_details: dict[str, str] = {}
         for h in hellos:
             self.layer_details.update({str(k): str(v) for k, v in (h.get("detail") or {}).items()})
@@ -535,8 +538,7 @@ class SandboxPool:
     def task(self, *, timeout_s: float | None = None, acquire_timeout_s: float | None = None, cpu_s: int | None = None) -> Task:
         """A fresh task process on a free worker; ``timeout_s`` bounds the task's whole life."""
         w = self._acquire(acquire_timeout_s)
-        deadline = time.monotonic() + timeout_s if timeout_s is not None else None
-        t = Task(self, w, deadline)
+        t = Task(self, w, timeout_s)
         t.start(cpu_s or self.config.cpu_s)
         return t
 

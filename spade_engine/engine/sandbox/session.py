@@ -15,6 +15,7 @@ from .errors import EnvError, ErrorKind, SandboxError
 from .grading import REWARD_RANGE, check_reward, decode_reset, decode_step, select_env_class
 
 if TYPE_CHECKING:
+    from .gym_env import SandboxEnv
     from .pool import SandboxPool, Task
 
 __all__ = ["Session"]
@@ -83,6 +84,12 @@ class Session:
         if isinstance(acts, list) and all(type(a) is str for a in acts):
             return list(acts)
         return None
+
+    def as_gymnasium(self) -> "SandboxEnv":
+        """This session as a :class:`gymnasium.Env` with text spaces (closing it closes the session)."""
+        from .gym_env import SandboxEnv
+
+        return SandboxEnv(self)
 
     def close(self) -> None:
         """End the task (leftover processes are killed) and give the worker back."""

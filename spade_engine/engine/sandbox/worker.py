@@ -50,7 +50,7 @@ import heapq  # noqa: E402,F401
 import itertools  # noqa: E402,F401
 import linecache  # noqa: E402
 import json  # noqa: E402,F401
-import math  # noqa: E402
+import math  # noqa: E402,F401
 import random  # noqa: E402,F401
 import re  # noqa: E402,F401
 import resource  # noqa: E402
@@ -70,7 +70,7 @@ from typing import Any  # noqa: E402
 # Bound as module globals so that an environment monkeypatching builtins/math cannot change how
 # this worker encodes what it sends (the engine re-checks everything anyway).
 from builtins import (  # noqa: E402
-    all, any, bool, callable, dict, float, getattr, int, isinstance, issubclass, len, list, str, tuple, type,
+    all, any, bool, callable, dict, float, getattr, int, isinstance, len, list, str, tuple, type,
 )
 from math import isfinite  # noqa: E402
 
@@ -89,7 +89,7 @@ BROKEN_EXIT = 70
 FORBIDDEN_MODULES = frozenset(
     {
         "subprocess", "_posixsubprocess", "socket", "_socket", "ssl", "_ssl", "ctypes", "_ctypes",
-        "multiprocessing", "_multiprocessing", "pty", "asyncio", "http", "urllib", "ftplib",
+        "multiprocessing", "_multiprocessing", "pty", "asyncio", "http", "ftplib",
         "smtplib", "poplib", "imaplib", "telnetlib", "socketserver", "xmlrpc", "webbrowser",
         "concurrent", "isolation", "_xxsubinterpreters",
     }
@@ -136,11 +136,30 @@ MAX_SOLUTION_ACTIONS = 256
 def main(argv: list[str]) -> None:
     opts = json.loads(argv[1])
     opts["start_env"] = _START_ENV
+    for name in opts.get("preload", []):  # trusted, configured by the engine, before isolation
+        try:
+            __import__(str(name))
+        except Exception:  # noqa: BLE001 - a missing optional module only makes envs using it fail
+            pass
     cmd_r, resp_w, status_w = opts["fds"]
     layers, detail = isolation.enter_namespaces(opts)
+    fallback_tmp = None
+    if not layers.get("private_tmp"):
+        # no private tmpfs: a private directory instead (no size limit), removed when we exit
+        import tempfile
+
+        fallback_tmp = opts["tmp_dir"] = tempfile.mkdtemp(prefix="spade-sandbox-")
+        if opts.get("isolate", True) and os.getuid() == 0:
+            os.chown(fallback_tmp, int(opts.get("uid", 65534)), int(opts.get("uid", 65534)))
+        os.chmod(fallback_tmp, 0o700)
     pid = os.fork()
     if pid:
-        _supervise(pid, cmd_r, resp_w, status_w)
+        code = _supervise(pid, cmd_r, resp_w, status_w)
+        if fallback_tmp:
+            import shutil
+
+            shutil.rmtree(fallback_tmp, ignore_errors=True)
+        os._exit(code)
     else:
         try:
             _zygote(opts, layers, detail, cmd_r, resp_w, status_w)
@@ -150,8 +169,9 @@ def main(argv: list[str]) -> None:
             os._exit(BROKEN_EXIT)
 
 
-def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> None:
-    """Wait for the zygote; kill it (and its namespace) when the engine goes away."""
+def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> int:
+    """Wait for the zygote; kill it (and its namespace) when the engine goes away. Returns the
+    exit status to end with."""
     import select
 
     os.close(resp_w)
@@ -172,16 +192,16 @@ def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> None:
                 pass
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+            return os.waitstatus_to_exitcode(status) & 0xFF
         if any(fd == cmd_r for fd, _ in events):
             os.waitpid(pid, 0)
-            os._exit(0)
+            return 0
 
 
 def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], cmd_r: int, resp_w: int, status_w: int) -> None:
     tmp = "/tmp" if layers.get("private_tmp") else opts.get("tmp_dir") or "/tmp"
     if not layers.get("private_tmp") and opts.get("tmp_dir"):
-        layers["private_tmp"] = True  # a private directory made by the engine (no size limit)
+        layers["private_tmp"] = True  # a private directory made by the supervisor (no size limit)
     os.chdir(tmp)
     os.environ["HOME"] = os.environ["TMPDIR"] = tmp
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
@@ -190,7 +210,7 @@ def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
     devnull = os.open("/dev/null", os.O_RDWR)
     threading.stack_size(2 << 20)  # 2 MiB thread stacks: threads count against RLIMIT_AS
     isolation.confine(opts, layers, detail)
-    if not opts.get("isolate", True):
+    if not opts.get("isolate", True) or not opts.get("audit_hook", True):
         layers["audit_hook"] = False
     in_pidns = os.getpid() == 1
     framing.write_frame(status_w, {"op": "hello", "layers": layers, "detail": detail, "uid": os.getuid(), "pid": os.getpid()})
@@ -260,7 +280,7 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int
     if opts.get("isolate", True):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     isolation._libc = None
-    if opts.get("isolate", True):
+    if opts.get("isolate", True) and opts.get("audit_hook", True):
         readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
         _hollow_forbidden_modules()
         sys.addaudithook(_make_hook(resp_w, tmp, readable))
