@@ -9,6 +9,7 @@ from .archive.cli import app as archive_app, replay_cmd
 from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
+from .engine.worker_cli import worker as worker_command
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
 app.add_typer(consumers_app, name="consumers")
 app.command("validate")(validate_command)
+app.command("worker")(worker_command)
 
 
 @app.command("version")
