@@ -228,15 +228,23 @@ class ValidatorWorker(GroupWorker):
         if recorded(self.log, out_id):
             self.stats.skipped += 1
             return True
+        t0 = time.perf_counter()
         if self.feed is not None:
             self.feed.catch_up()  # novelty against every environment recorded so far
+        t_feed = time.perf_counter() - t0
+        tm = self.ctx.timings
+        before = (tm.sandbox, tm.embedding)
         st = self.view.env(proposed.env_id)  # the emitter folds the verdict into it
         if st.proposed is None:
             st.proposed, st.proposed_id = proposed, rec.envelope.event_id
         run_stage(self.ctx, self.view, st, "validate", self.emit)
         self.stats.inputs += 1
         v = st.validated
-        self.say(f"{proposed.env_id}: {'accepted' if v and v.accepted else (v.error_kind if v else '?')}")
+        self.say(
+            f"{proposed.env_id}: {'accepted' if v and v.accepted else (v.error_kind if v else '?')} "
+            f"(memory {t_feed:.2f}s, sandbox {tm.sandbox - before[0]:.2f}s, embedding {tm.embedding - before[1]:.2f}s, "
+            f"total {time.perf_counter() - t0:.2f}s)"
+        )
         return True
 
 

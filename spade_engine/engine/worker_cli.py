@@ -207,7 +207,9 @@ def _group_role(role, log, cfg, root, novelty, stop, say, until_idle, session_ti
             feed = MemoryFeed(log, cfg)
             closers.append(feed.close)
             _quiet_model_loading(single_thread=True)
-            kw.update(memory=feed.memory, embedder=Embedder(cfg.memory.embedding_model),
+            embedder = Embedder(cfg.memory.embedding_model)
+            embedder.embed(["warm-up"])  # load the model before joining the group, not on the first input
+            kw.update(memory=feed.memory, embedder=embedder,
                       embedding_model=cfg.memory.embedding_model, encode_embedding=encode_embedding)
         ctx = StageContext(run_id=log.run_id, cfg=cfg, policy=policy, corpus=None, validator=validator, pool=pool, **kw)  # type: ignore[arg-type]
         blobs = BlobStore(DataDir(root).blobs_dir)
