@@ -125,20 +125,56 @@ def recorded(log: EventLog, event_id: str) -> bool:
 
 
 class MemoryFeed:
-    """A private novelty memory (archive projection code) kept up to date from the log."""
+    """A private, in-process novelty memory (the archive's projection code) fed from the log.
 
-    def __init__(self, log: EventLog, cfg: EngineConfig):
+    A background thread follows the log (one long-lived reader) and queues records; ``catch_up``
+    applies what has arrived. Nothing is flushed to disk: a restarted worker folds the log again.
+    """
+
+    def __init__(self, log: EventLog, cfg: EngineConfig, *, poll_interval: float = 0.05):
+        import queue
+
         from ..archive.memory import EnvironmentMemory
-        from ..consumers.runner import EmbeddedRunner
 
         self._dir = tempfile.TemporaryDirectory(prefix="spade-worker-memory-")
         self.memory = EnvironmentMemory.open(self._dir.name, cfg.memory)
-        self.runner = EmbeddedRunner(log, [self.memory], commit_offsets=False, flush_every=10**9, flush_interval_s=10**9)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self.applied = 0
+        for rec in log.read():  # everything recorded before the worker starts
+            self.memory.apply(rec)
+            self.applied += 1
+        start = log.end_cursor()
 
-    def catch_up(self) -> None:
-        self.runner.catch_up()
+        def follow() -> None:
+            try:
+                for rec in log.follow(start, stop=self._stop, poll_interval=poll_interval):
+                    self._queue.put(rec)
+            except BaseException as exc:  # noqa: BLE001 - surfaced by catch_up
+                self._error = exc
+
+        self._thread = threading.Thread(target=follow, name="memory-feed", daemon=True)
+        self._thread.start()
+
+    def catch_up(self) -> int:
+        """Apply the records that arrived since the last call; return how many."""
+        if self._error is not None:
+            raise SpadeError(f"the memory feed stopped: {self._error}")
+        n = 0
+        while True:
+            try:
+                rec = self._queue.get_nowait()
+            except Exception:  # queue.Empty
+                break
+            self.memory.apply(rec)
+            n += 1
+        self.applied += n
+        return n
 
     def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
         self._dir.cleanup()
 
 
