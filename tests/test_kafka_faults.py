@@ -154,3 +154,70 @@ def test_broker_down_at_start_is_a_clear_error_after_a_bounded_wait():
     res = CliRunner().invoke(app, ["events", "count", "--backend", "kafka", "--bootstrap", dead])
     assert res.exit_code == 2
     assert "not reachable" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_faust_driver_survives_sigkill_and_restart(kafka_bootstrap, kafka_faults, tmp_path):
+    """The faust driver (supervised worker) keeps consuming across a broker crash: every event
+    is counted exactly once, and offsets are committed up to the end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from spade_engine.consumers.faust_app import app_id_for
+
+    root = Path(__file__).resolve().parent.parent
+    run_id = "run-fault-faust"
+    writer = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
+    snap = tmp_path / "runs" / run_id / "projections" / "stats.json"
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "spade_engine.cli", "consumers", "run", run_id, "--backend", "kafka",
+         "--bootstrap", kafka_bootstrap, "--data-dir", str(tmp_path), "--stall-s", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )
+    acked: list[str] = []
+    try:
+        def append(batch):
+            while True:
+                try:
+                    writer.append(batch)
+                    acked.extend(e.event_id for e in batch)
+                    return
+                except EventLogError:
+                    time.sleep(0.5)
+
+        for i in range(10):
+            append(env_chain(run_id, f"env-{i:04d}"))
+        _wait(lambda: _snapshot(snap).get("state", {}).get("counts"), 120, "the faust worker to apply events")
+        kafka_faults.kill()
+        time.sleep(2)
+        kafka_faults.restart()
+        for i in range(10, 30):
+            append(env_chain(run_id, f"env-{i:04d}"))
+
+        check = KafkaEventLog(kafka_bootstrap, run_id, create=False)
+        try:
+            in_topic = [r.envelope.event_id for r in check.read()]
+            assert set(acked) <= set(in_topic) and len(in_topic) == len(set(in_topic))
+            total = len(in_topic)
+            _wait(lambda: sum(_snapshot(snap).get("state", {}).get("counts", {}).values()) >= total, 240,
+                  "the faust worker to catch up after the restart")
+            state = _snapshot(snap)["state"]
+            assert state["counts"] == check.count_by_type()
+            assert sum(state["counts"].values()) == total
+            _wait(lambda: check.committed(app_id_for(run_id)) == _nonempty(check.end_cursor()), 120,
+                  "the worker to commit up to the end")
+        finally:
+            check.close()
+    finally:
+        writer.close()
+        if consumer.poll() is None:
+            consumer.send_signal(signal.SIGINT)
+        try:
+            out, err = consumer.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            consumer.kill()
+            out, err = consumer.communicate()
+        print("consumer stderr tail:", err[-3000:])

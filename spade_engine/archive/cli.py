@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run, out
@@ -47,6 +48,11 @@ def _open(run, data_dir, backend, bootstrap, url, refresh):
     return run_id, log, run_dir, projs
 
 
+def say(text: str) -> None:
+    """Print a plain line (no markup: ids hold brackets; no wrapping: lines are grepped)."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def _fmt(v: Any, digits: int = 2) -> str:
     if v is None:
         return "-"
@@ -59,17 +65,21 @@ def _print_envs(rows: list[dict[str, Any]], as_json: bool, extra: str | None = N
     if as_json:
         out.print_json(json.dumps(rows, default=str))
         return
-    table = Table(show_edge=False)
-    cols = ["env_id", "skill", "verdict", "failed_check", "novelty", "plays", "win plain", "win hinted", "regret", "reward"]
+    table = Table(show_edge=False, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    cols = ["env_id", "skill", "verdict", "failed", "novelty", "plays", "win", "hinted", "regret", "reward"]
     if extra:
         cols.append(extra)
+    id_width = max([len(r["env_id"]) for r in rows] + [6])
     for c in cols:
-        table.add_column(c)
+        if c == "env_id":
+            table.add_column(c, no_wrap=True, min_width=id_width)
+        else:
+            table.add_column(c, overflow="fold")
     for r in rows:
         cells = [
-            r["env_id"], r["skill"], r["verdict"], _fmt(r.get("failed_check")), _fmt(r.get("novelty"), 3),
+            r["env_id"], r["skill"], r["verdict"], _fmt(r.get("failed_check")), _fmt(r.get("novelty")),
             f"{r.get('plays_plain', 0)}+{r.get('plays_hinted', 0)}", _fmt(r.get("win_rate_plain")),
-            _fmt(r.get("win_rate_hinted")), _fmt(r.get("regret"), 3), _fmt(r.get("designer_reward"), 3),
+            _fmt(r.get("win_rate_hinted")), _fmt(r.get("regret")), _fmt(r.get("designer_reward")),
         ]
         if extra:
             cells.append(_fmt(r.get(extra), 3))
@@ -82,9 +92,9 @@ def _print_skipped(projs) -> None:
     total = sum(sum(c.values()) for c in skipped.values())
     if total:
         parts = [f"{name}: " + ", ".join(f"{r} x{n}" for r, n in counts.items()) for name, counts in skipped.items() if counts]
-        out.print(f"[yellow]skipped events: {total}[/] ({'; '.join(parts)})", highlight=False)
+        say(f"skipped events: {total} ({'; '.join(parts)})")
     else:
-        out.print("skipped events: 0", highlight=False)
+        say("skipped events: 0")
 
 
 @app.command("list")
@@ -112,7 +122,7 @@ def list_cmd(
         _print_envs(rows, as_json)
         if not as_json:
             state = archive_state(projs.archive.engine)
-            out.print(f"{run_id}: {state['counts']['environments']} environments, archive at offset {state['cursor']}", highlight=False)
+            say(f"{run_id}: {state['counts']['environments']} environments, archive at offset {state['cursor']}")
             _print_skipped(projs)
     log.close()
 
@@ -144,12 +154,12 @@ def show_cmd(
         return
     for key, value in env.items():
         if key not in ("code", "sources"):
-            out.print(f"[bold]{key:>20}[/] {_fmt(value, 3)}", highlight=False)
+            say(f"{key:>20} {_fmt(value, 3)}")
     out.print("[bold]code[/]:")
     out.print(env["code"], markup=False, highlight=False)
     out.print(f"[bold]plays[/] ({len(plays)}):")
     for p in plays:
-        out.print(f"  {p['play_id']:<24} hinted={p['hinted']!s:<5} reward={p['episode_reward']:.2f} turns={p['turns']} policy={p['policy_version']}", highlight=False)
+        say(f"  {p['play_id']:<24} hinted={p['hinted']!s:<5} reward={p['episode_reward']:.2f} turns={p['turns']} policy={p['policy_version']}")
 
 
 @app.command("search")
@@ -218,11 +228,12 @@ def migrate_cmd(
     finally:
         engine.dispose()
     if before == after:
-        out.print(f"archive {safe_url(url)} is already at schema version {after}", highlight=False)
+        say(f"archive {safe_url(url)} is already at schema version {after}")
     else:
-        out.print(f"archive {safe_url(url)} migrated from schema version {before or 'none'} to {after}", highlight=False)
+        say(f"archive {safe_url(url)} migrated from schema version {before or 'none'} to {after}")
 
 
+@handle_errors
 def replay_cmd(
     run: RunArg = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Stop at this offset (events before it) or ISO time.", show_default=False)] = None,
@@ -270,11 +281,11 @@ def replay_cmd(
     if as_json:
         out.print_json(json.dumps(summary, default=str))
     else:
-        out.print(f"replayed {result.events} events of {run_id} into {result.directory} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s)", highlight=False)
+        say(f"replayed {result.events} events of {run_id} into {result.directory} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s)")
         total = sum(sum(c.values()) for c in result.skipped.values())
         parts = [f"{n}: " + ", ".join(f"{r} x{c}" for r, c in counts.items()) for n, counts in result.skipped.items() if counts]
-        out.print(f"skipped events: {total}" + (f" ({'; '.join(parts)})" if parts else ""), highlight=False)
+        say(f"skipped events: {total}" + (f" ({'; '.join(parts)})" if parts else ""))
         if live is not None:
-            out.print("verify: live projections equal the replay" if difference is None else f"verify: first difference: {difference}", highlight=False)
+            say("verify: live projections equal the replay" if difference is None else f"verify: first difference: {difference}")
     if difference is not None:
         raise typer.Exit(1)

@@ -18,11 +18,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, RegretEstimated
 from ..events.log import Cursor, Record
-from .records import Skipped, decode_record
+from .records import Skipped, decode_record, irrelevant
 
 __all__ = ["DifficultySeries", "DIFFICULTY_FILENAME", "DEFAULT_WINDOW"]
+
+_WANTED = frozenset({"EnvironmentProposed", "EnvironmentValidated", "RegretEstimated"})
 
 DIFFICULTY_FILENAME = "difficulty.json"
 DEFAULT_WINDOW = 10
@@ -75,6 +79,8 @@ class DifficultySeries:
         return env
 
     def apply(self, record: Record) -> None:
+        if irrelevant(record, _WANTED):
+            return
         event, reason = decode_record(record)
         eid = record.envelope.event_id
         if reason is not None:
@@ -115,8 +121,8 @@ class DifficultySeries:
             }
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".difficulty.")
-            with os.fdopen(fd, "w") as fh:
-                json.dump(body, fh, sort_keys=True)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(msgspec.json.encode(body, order="sorted"))
             os.replace(tmp, self.path)
         self._saved_cursor = cursor
         self._dirty = False

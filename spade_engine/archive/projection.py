@@ -18,7 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+import json
+from operator import itemgetter
+
+from sqlalchemy import JSON, func, select, update
 from sqlalchemy.engine import Engine
 
 from ..events.catalogue import (
@@ -27,12 +30,11 @@ from ..events.catalogue import (
     HintWritten,
     PolicyUpdated,
     RegretEstimated,
-    RolloutCompleted,
 )
 from ..events.log import Cursor, Record
 from .db import open_engine
 from .models import Environment, Play, PolicyVersion, ProjectionState
-from .records import Skipped, decode_record
+from .records import RolloutSummary, Skipped, decode_record
 
 __all__ = ["ArchiveProjection", "env_defaults"]
 
@@ -43,22 +45,28 @@ _STATE = ProjectionState.__table__
 _CACHE_LIMIT = 50_000
 
 
+_ENV_TEMPLATE: dict[str, Any] = {c.name: None for c in _ENV.columns}
+_ENV_TEMPLATE.update(
+    skill="", code="", code_sha256="", attempt=0, verdict="proposed", plays_plain=0, plays_hinted=0, partition=0
+)
+_PLAY_ORDER = (
+    "event_id", "env_id", "play_id", "hinted", "seed", "policy_version", "episode_reward", "turns",
+    "terminated", "truncated", "step_timeout", "error", "seconds", "occurred_at", "partition", "offset",
+)
+assert tuple(c.name for c in _PLAY.columns) == _PLAY_ORDER
+_COLUMNS = {t.name: [c.name for c in t.columns] for t in (_ENV, _PLAY, _POLICY, _STATE)}
+_JSON_COLUMNS = {t.name: {c.name for c in t.columns if isinstance(c.type, JSON)} for t in (_ENV, _PLAY, _POLICY, _STATE)}
+
+
 def env_defaults(env_id: str) -> dict[str, Any]:
     """A fresh environment row."""
-    row = {c.name: None for c in _ENV.columns}
-    row.update(
-        env_id=env_id, skill="", code="", code_sha256="", parents=[], attempt=0, verdict="proposed",
-        plays_plain=0, plays_hinted=0, partition=0, sources={},
-    )
+    row = dict(_ENV_TEMPLATE)
+    row.update(env_id=env_id, parents=[], sources={})
     return row
 
 
-def _insert(engine: Engine):
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class ArchiveProjection:
@@ -68,10 +76,9 @@ class ArchiveProjection:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self._insert = _insert(engine)
         self._envs: dict[str, dict[str, Any]] = {}
         self._dirty: set[str] = set()
-        self._plays: dict[str, dict[str, Any]] = {}
+        self._plays: dict[str, tuple] = {}
         self._policies: dict[str, dict[str, Any]] = {}
         self._cursor: Cursor = {}
         self._saved_cursor: Cursor = {}
@@ -123,37 +130,22 @@ class ArchiveProjection:
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         with self.engine.begin() as conn:
             if self._plays:
-                stmt = self._insert(_PLAY).on_conflict_do_nothing(index_elements=["event_id"])
-                conn.execute(stmt, list(self._plays.values()))
+                self._upsert(conn, _PLAY, "event_id", list(self._plays.values()), (), tuples=True)
             if self._dirty:
-                rows = [self._envs[e] for e in sorted(self._dirty)]
-                stmt = self._insert(_ENV)
                 keep = {"env_id", "plays_plain", "plays_hinted"}
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=["env_id"],
-                    set_={c.name: stmt.excluded[c.name] for c in _ENV.columns if c.name not in keep},
-                )
-                conn.execute(stmt, rows)
+                rows = [self._envs[e] for e in sorted(self._dirty)]
+                self._upsert(conn, _ENV, "env_id", rows, [c.name for c in _ENV.columns if c.name not in keep])
                 self._recount(conn, sorted(self._dirty))
             if self._policies:
-                stmt = self._insert(_POLICY)
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=["version"],
-                    set_={c.name: stmt.excluded[c.name] for c in _POLICY.columns if c.name != "version"},
-                )
-                conn.execute(stmt, list(self._policies.values()))
+                cols = [c.name for c in _POLICY.columns if c.name != "version"]
+                self._upsert(conn, _POLICY, "version", list(self._policies.values()), cols)
             state = {
                 "name": self.name,
                 "cursor": {str(p): o for p, o in sorted(cursor.items())},
                 "skipped": dict(self._skipped.by_event),
                 "updated_at": now,
             }
-            stmt = self._insert(_STATE)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["name"],
-                set_={k: stmt.excluded[k] for k in ("cursor", "skipped", "updated_at")},
-            )
-            conn.execute(stmt, [state])
+            self._upsert(conn, _STATE, "name", [state], ["cursor", "skipped", "updated_at"])
         self._saved_cursor = dict(cursor)
         self._cursor = dict(cursor)
         self._dirty.clear()
@@ -169,6 +161,32 @@ class ArchiveProjection:
         self.engine.dispose()
 
     # -- folding ---------------------------------------------------------------------------------
+
+    def _upsert(self, conn, table, key: str, rows: list, update_cols, *, tuples: bool = False) -> None:
+        """``INSERT ... ON CONFLICT (key) DO UPDATE|NOTHING`` as one DBAPI executemany.
+
+        The same SQL works on SQLite and PostgreSQL; it goes straight to the driver because
+        SQLAlchemy's per-row parameter processing dominated replay time. JSON columns are
+        serialised here."""
+        cols = _COLUMNS[table.name]
+        json_cols = _JSON_COLUMNS[table.name]
+        ph = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+        sql = (
+            f'INSERT INTO {table.name} ({", ".join(f"{chr(34)}{c}{chr(34)}" for c in cols)}) '
+            f'VALUES ({", ".join([ph] * len(cols))}) ON CONFLICT ("{key}") '
+        )
+        if update_cols:
+            sql += "DO UPDATE SET " + ", ".join(f'"{c}" = excluded."{c}"' for c in update_cols)
+        else:
+            sql += "DO NOTHING"
+        if tuples:
+            params = rows
+        elif json_cols:
+            params = [tuple(_dumps(r[c]) if c in json_cols else r[c] for c in cols) for r in rows]
+        else:
+            getter = itemgetter(*cols)
+            params = [getter(r) for r in rows]
+        conn.exec_driver_sql(sql, params)
 
     def _recount(self, conn, env_ids: list[str]) -> None:
         plain = (
@@ -211,7 +229,7 @@ class ArchiveProjection:
         prev = row["sources"].get(event_type)
         if prev is not None and int(prev[0]) > off:
             return row, False
-        row["sources"] = {**row["sources"], event_type: [off, record.envelope.event_id]}
+        row["sources"][event_type] = [off, record.envelope.event_id]
         return row, True
 
     def _proposed(self, record: Record, ev: EnvironmentProposed) -> None:
@@ -248,16 +266,14 @@ class ArchiveProjection:
         if fresh:
             row.update(hint=ev.hint, hint_policy_version=ev.policy_version)
 
-    def _rollout(self, record: Record, ev: RolloutCompleted) -> None:
+    def _rollout(self, record: Record, ev: RolloutSummary) -> None:
         self._touch(ev.env_id, record, "RolloutCompleted")
         eid = record.envelope.event_id
-        self._plays[eid] = {
-            "event_id": eid, "env_id": ev.env_id, "play_id": ev.play_id, "hinted": ev.hinted, "seed": ev.seed,
-            "policy_version": ev.policy_version, "episode_reward": ev.episode_reward, "turns": len(ev.turns),
-            "terminated": ev.terminated, "truncated": ev.truncated, "step_timeout": ev.step_timeout,
-            "error": ev.error, "seconds": ev.seconds, "occurred_at": record.envelope.occurred_at,
-            "partition": record.partition, "offset": record.offset,
-        }
+        self._plays[eid] = (  # in _PLAY_ORDER
+            eid, ev.env_id, ev.play_id, ev.hinted, ev.seed, ev.policy_version, ev.episode_reward, ev.turns,
+            ev.terminated, ev.truncated, ev.step_timeout, ev.error, ev.seconds, record.envelope.occurred_at,
+            record.partition, record.offset,
+        )
 
     def _regret(self, record: Record, ev: RegretEstimated) -> None:
         row, fresh = self._touch(ev.env_id, record, "RegretEstimated")
@@ -283,7 +299,7 @@ class ArchiveProjection:
         EnvironmentProposed: _proposed,
         EnvironmentValidated: _validated,
         HintWritten: _hint,
-        RolloutCompleted: _rollout,
+        RolloutSummary: _rollout,
         RegretEstimated: _regret,
         PolicyUpdated: _policy,
     }

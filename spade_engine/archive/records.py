@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..events.catalogue import EVENT_TYPES
+import msgspec
+
+from ..events.catalogue import EVENT_TYPES, RolloutCompleted
 from ..events.errors import EventError, FutureSchemaVersion, MalformedEvent, UnknownEventType
 from ..events.log import Record
 
-__all__ = ["decode_record", "Skipped"]
+__all__ = ["decode_record", "Skipped", "RolloutSummary", "irrelevant"]
 
 _last: tuple[int, str, Any, str | None] | None = None
 
@@ -27,7 +29,13 @@ def decode_record(record: Record) -> tuple[Any, str | None]:
         return cached[2], cached[3]
     event: Any = None
     reason: str | None = None
-    if env.type not in EVENT_TYPES:
+    if env.type == "RolloutCompleted" and env.schema_version == RolloutCompleted.VERSION:
+        # the most frequent and largest event: projections need its summary, not its turns
+        try:
+            event = _rollout_decoder(env.payload)
+        except (msgspec.ValidationError, TypeError, ValueError):
+            reason = "malformed RolloutCompleted"
+    elif env.type not in EVENT_TYPES:
         reason = f"unknown type {env.type}"
     else:
         try:
@@ -43,6 +51,41 @@ def decode_record(record: Record) -> tuple[Any, str | None]:
             reason = f"malformed {env.type}"
     _last = (id(record), env.event_id, event, reason)
     return event, reason
+
+
+def irrelevant(record: Record, wanted: frozenset[str]) -> bool:
+    """True for a well-known, current-version event type outside ``wanted``: a projection that
+    does not use it may ignore it without decoding (unknown types and versions are still
+    decoded, so they are counted as skipped)."""
+    env = record.envelope
+    cls = EVENT_TYPES.get(env.type)
+    return env.type not in wanted and cls is not None and env.schema_version == cls.VERSION
+
+
+class RolloutSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields of :class:`RolloutCompleted` the projections use (validated by msgspec);
+    ``turns`` is the number of turns, not their content."""
+
+    env_id: str
+    play_id: str
+    hinted: bool
+    seed: int
+    policy_version: str
+    episode_reward: float
+    turns: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    step_timeout: bool = False
+    error: str | None = None
+    seconds: float = 0.0
+    index: int = 0
+
+
+def _rollout_decoder(payload: dict[str, Any]) -> RolloutSummary:
+    turns = payload.get("turns", [])
+    if not isinstance(turns, list):
+        raise TypeError("turns is not a list")
+    return msgspec.convert({**payload, "turns": len(turns)}, RolloutSummary, strict=False)
 
 
 class Skipped:

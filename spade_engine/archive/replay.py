@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config import EngineConfig, MemoryConfig
 from ..errors import SpadeError
-from ..events.log import Cursor, EventLog, advance
+from ..events.log import Cursor, EventLog
 from .db import ARCHIVE_FILENAME, resolve_url
 from .difficulty import DEFAULT_WINDOW, DifficultySeries
 from .memory import EnvironmentMemory
@@ -186,7 +186,7 @@ def replay_run(
         for rec in _records(log, until):
             for fn in apply_fns:
                 fn(rec)
-            cursor = advance(cursor, rec)
+            cursor[rec.partition] = rec.offset + 1
             n += 1
             if n % flush_every == 0:
                 projs.flush(cursor)

@@ -40,6 +40,10 @@ def run(
         Optional[float],
         typer.Option("--until-idle", help="Stop after this many seconds without a new event (default: follow until Ctrl-C)."),
     ] = None,
+    stall_s: Annotated[
+        float,
+        typer.Option("--stall-s", help="faust driver: restart the worker when records wait and its commits stop moving this long."),
+    ] = 60.0,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
@@ -73,9 +77,14 @@ def run(
             log.close()
     else:
         log.close()  # the topics exist; faust reads them itself
-        from .faust_app import FaustRunner
+        from .faust_app import supervise_stats
 
-        applied = FaustRunner(bootstrap_or_env(bootstrap) or "", run_id, [stats], idle_exit_s=until_idle).run()
+        applied, restarts = supervise_stats(
+            bootstrap_or_env(bootstrap) or "", run_id, str(stats.path), idle_exit_s=until_idle, stall_s=stall_s
+        )
+        if restarts:
+            console.print(f"the faust worker was restarted {restarts} time(s)", highlight=False)
+        stats = RunStatsProjection(run_id, snapshot_path(root, run_id))  # what the worker wrote
     console.print(f"applied {applied} records of {run_id} ({driver} driver)", highlight=False)
     print(json.dumps(stats.summary(), sort_keys=True))
 

@@ -15,6 +15,8 @@ reason in headers.
 
 ``FaustRunner(...).run()`` blocks in a faust ``Worker`` until SIGINT/SIGTERM, or with
 ``idle_exit_s`` until no record arrived for that long (then it stops itself the same way).
+:func:`supervise_stats` (what ``spade-engine consumers run --backend kafka`` uses) runs the worker
+in a child process and restarts it when it dies or stops committing while records wait.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ..events.kafka_log import dlq_topic_for, topic_for
 from ..events.log import Cursor, Record, advance
 from .projection import Projection
 
-__all__ = ["make_app", "FaustRunner", "app_id_for"]
+__all__ = ["make_app", "FaustRunner", "app_id_for", "supervise_stats"]
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,10 @@ def make_app(
         broker_commit_interval=flush_interval_s,
         datadir=datadir or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"faust-{app_id_for(run_id)}"),
         producer_acks=-1,
-        stream_wait_empty=False,  # pending (unflushed) events are re-delivered, not waited for
+        stream_wait_empty=False,
+        # a worker that died or hung leaves the group quickly, so a replacement gets the partitions
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=1.0,  # pending (unflushed) events are re-delivered, not waited for
     )
     topic = app.topic(
         topic_for(run_id), key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
@@ -209,3 +214,101 @@ class FaustRunner:
             except Exception:  # noqa: BLE001 - best effort for callers that run more loops
                 pass
         return state.applied
+
+
+def _child(bootstrap: str, run_id: str, snapshot: str, idle_exit_s: float | None, applied: Any) -> None:
+    from .stats import RunStatsProjection
+
+    runner = FaustRunner(bootstrap, run_id, [RunStatsProjection(run_id, snapshot)], idle_exit_s=idle_exit_s)
+    applied.value = runner.run()
+
+
+def supervise_stats(
+    bootstrap: str,
+    run_id: str,
+    snapshot: str,
+    *,
+    idle_exit_s: float | None = None,
+    stall_s: float = 60.0,
+    check_every_s: float = 5.0,
+    max_restarts: int = 20,
+) -> tuple[int, int]:
+    """Run the stats projection's faust worker in a child process and keep it healthy.
+
+    The worker is restarted when it dies, or when the run's topic has records past the group's
+    committed offsets and those offsets have not moved for ``stall_s`` seconds (aiokafka can hang
+    in an offset commit after the broker is killed and restarted). A restarted worker resumes from
+    the committed offsets and its snapshot; idempotent projections make re-delivery harmless.
+    Returns (records applied, restarts).
+    """
+    import multiprocessing as mp
+
+    from ..events.errors import EventLogError
+    from ..events.kafka_log import KafkaEventLog
+
+    ctx = mp.get_context("spawn")
+    group = app_id_for(run_id)
+    applied_total = 0
+    restarts = 0
+    watch: KafkaEventLog | None = None
+
+    def lag_and_committed() -> tuple[int, dict[int, int]] | None:
+        nonlocal watch
+        try:
+            if watch is None:
+                watch = KafkaEventLog(bootstrap, run_id, create=False, connect_timeout_s=3)
+            end = watch.end_cursor()
+            committed = watch.committed(group)
+        except EventLogError:
+            if watch is not None:
+                watch.close()
+            watch = None
+            return None  # the broker is unavailable: nothing to judge now
+        return sum(max(0, o - committed.get(p, 0)) for p, o in end.items()), committed
+
+    try:
+        while True:
+            applied = ctx.Value("q", 0)
+            proc = ctx.Process(target=_child, args=(bootstrap, run_id, snapshot, idle_exit_s, applied))
+            proc.start()
+            last_committed: dict[int, int] | None = None
+            moved_at = time.monotonic()
+            stalled = interrupted = False
+            try:
+                while proc.is_alive():
+                    proc.join(check_every_s)
+                    if not proc.is_alive():
+                        break
+                    state = lag_and_committed()
+                    if state is None:
+                        continue
+                    lag, committed = state
+                    if committed != last_committed or lag == 0:
+                        last_committed, moved_at = committed, time.monotonic()
+                    elif time.monotonic() - moved_at >= stall_s:
+                        log.warning("faust worker stalled (%d records behind for %.0fs): restarting", lag, stall_s)
+                        stalled = True
+                        break
+            except KeyboardInterrupt:
+                interrupted = True  # Ctrl-C: stop the worker gracefully, then return
+            finally:
+                if proc.is_alive():
+                    proc.terminate()  # SIGTERM: the worker's graceful shutdown
+                    proc.join(20)
+                    if proc.is_alive():
+                        proc.kill()
+                        proc.join(10)
+            applied_total += applied.value
+            if interrupted:
+                return applied_total, restarts
+            if not stalled and proc.exitcode == 0:
+                state = lag_and_committed()
+                if idle_exit_s is None or state is None or state[0] == 0:
+                    return applied_total, restarts
+            restarts += 1
+            if restarts > max_restarts:
+                raise EventLogError(f"the faust worker of {run_id} failed {restarts} times; giving up")
+            time.sleep(1.0)
+    finally:
+        if watch is not None:
+            watch.close()

@@ -137,8 +137,12 @@ def free_port() -> int:
 
 
 def _kafka_uuid() -> str:
-    # Kafka's Uuid.toString(): 16 random bytes, URL-safe base64 without padding
-    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    # Kafka's Uuid.toString(): 16 random bytes, URL-safe base64 without padding; one starting
+    # with "-" would be read as an option by StorageTool's argument parser, so draw again
+    while True:
+        uuid = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if uuid[0].isalnum():
+            return uuid
 
 
 def _port_open(port: int) -> bool:

@@ -170,6 +170,7 @@ def _proposal(
     doc_ref: Any,
     attempt: int,
     repair_of: str | None,
+    prompt: str | None = None,
 ) -> EnvironmentProposed:
     req = PolicyRequest(role="designer", messages=messages, context=context, seed=derive_seed(ctx.seed, env_id, "design"))
     sample = ctx.generate(req)
@@ -187,7 +188,7 @@ def _proposal(
         avoid=examples.avoid,
         attempt=attempt,
         repair_of=repair_of,
-        prompt=messages[-1]["content"],
+        prompt=messages[-1]["content"] if prompt is None else prompt,
         completion=sample.text,
         generation=sample.generation(),
         designer=ctx.policy.kind,
@@ -282,6 +283,7 @@ def propose_repair(
     return _proposal(
         ctx, env_id=env_id, skill=failed.skill, nominal=failed.difficulty, messages=messages, context=context,
         examples=examples, doc_ref=failed.document, attempt=failed.attempt + 1, repair_of=failed.env_id,
+        prompt=failed.prompt,  # the original designer prompt, so repairs of repairs rebuild the conversation
     )
 
 
