@@ -13,6 +13,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
+# a real Kafka broker for tests marked `kafka` (started on first use, once per session)
+from kafka_broker_fixture import kafka_bootstrap, kafka_broker, kafka_faults  # noqa: E402,F401
 
 # -- real PostgreSQL for tests marked `postgres` (server control: scripts/pg_server.py) ----------
 import uuid  # noqa: E402
@@ -38,5 +40,3 @@ def postgres_server():
 def postgres_url(postgres_server):
     """URL of a fresh, empty database on the session's PostgreSQL server."""
     return postgres_server.create_database("t_" + uuid.uuid4().hex[:12])
-# a real Kafka broker for tests marked `kafka` (started on first use, once per session)
-from kafka_broker_fixture import kafka_bootstrap, kafka_broker, kafka_faults  # noqa: E402,F401

@@ -20,7 +20,6 @@ from spade_engine.events.kafka_log import KafkaEventLog, list_kafka_runs
 from factories import env_chain
 
 pytestmark = pytest.mark.kafka
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _nonempty(cursor: dict) -> dict:

@@ -34,3 +34,46 @@ def reopen():
 
 class TestKafkaContract(EventLogContract):
     pass
+
+
+def test_missing_run_is_not_created_by_readers(kafka_bootstrap):
+    with pytest.raises(RunNotFound):
+        KafkaEventLog(kafka_bootstrap, "run-never-written", create=False)
+    assert "run-never-written" not in list_kafka_runs(kafka_bootstrap)
+
+
+def test_runs_are_listed_from_topic_names_sorted(kafka_bootstrap):
+    for run_id in ("run-20260105-000000-bbbbbb", "run-20260104-000000-aaaaaa"):
+        KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=1).close()
+    runs = list_kafka_runs(kafka_bootstrap)
+    assert runs == sorted(runs)
+    assert {"run-20260104-000000-aaaaaa", "run-20260105-000000-bbbbbb"} <= set(runs)
+    assert not [r for r in runs if r.endswith(".dlq")]
+
+
+def test_reopened_log_skips_events_another_writer_recorded(kafka_bootstrap):
+    run_id = "run-kafka-two-writers"
+    events = run_events(run_id, n_envs=1)
+    a = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=2)
+    b = KafkaEventLog(kafka_bootstrap, run_id, create=False)
+    try:
+        assert a.append(events[:5]) == 5
+        assert b.append(events) == len(events) - 5  # b indexes what a wrote before appending
+        assert a.append(events) == 0
+        assert sorted(r.envelope.event_id for r in a.read()) == sorted(e.event_id for e in events)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_invalid_run_id_is_refused(kafka_bootstrap):
+    with pytest.raises(RunNotFound):
+        KafkaEventLog(kafka_bootstrap, "bad/run id", create=True)
+
+
+def test_unreachable_broker_error_names_it():
+    from spade_engine.devtools.kafka_broker import free_port
+
+    dead = f"127.0.0.1:{free_port()}"
+    with pytest.raises(EventLogError, match=dead):
+        KafkaEventLog(dead, "run-x", create=True, connect_timeout_s=1)

@@ -54,7 +54,7 @@ def test_run_moves_sqlite_to_kafka_to_sqlite_unchanged(kafka_bootstrap, tmp_path
     assert "0 new events (34 already present)" in ok("events", "import", str(tmp_path / "a.jsonl"), *kafka)
     assert run_id in list_kafka_runs(kafka_bootstrap)
     ok("events", "export", run_id, *kafka, "-o", str(tmp_path / "b.jsonl"))  # RUN given
-    ok("events", "export", *kafka, "-o", str(tmp_path / "b2.jsonl"))  # latest run on Kafka
+    ok("events", "export", "run-20260102-030405", *kafka, "-o", str(tmp_path / "b2.jsonl"))  # a unique prefix
     ok("events", "import", str(tmp_path / "b.jsonl"), "--data-dir", str(dst))
     ok("events", "export", run_id, "--data-dir", str(dst), "-o", str(tmp_path / "c.jsonl"))
 

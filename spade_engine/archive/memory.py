@@ -49,6 +49,17 @@ _FORMAT = 1
 _META_FIELDS = ("win_rate_plain", "win_rate_hinted", "regret", "designer_reward")
 
 
+_CPUS = max(1, faiss.omp_get_max_threads())  # honours OMP_NUM_THREADS
+_omp_current = [_CPUS]
+
+
+def _omp_threads(n: int) -> None:
+    """Set FAISS's OpenMP thread count, only when it changes (resizing the pool is costly)."""
+    if _omp_current[0] != n:
+        faiss.omp_set_num_threads(n)
+        _omp_current[0] = n
+
+
 def encode_embedding(vec: np.ndarray) -> str:
     """Base64 of the vector as little-endian float32 (what ``embedding_b64`` records)."""
     arr = np.ascontiguousarray(np.asarray(vec, dtype="<f4").reshape(-1))
@@ -169,6 +180,8 @@ class EnvironmentMemory:
 
     def _ensure_index(self) -> Any:
         n = self._n
+        if self._indexed < n:
+            _omp_threads(_CPUS)
         if n == 0:
             return None
         if n <= self.config.approximate_above:
@@ -200,15 +213,10 @@ class EnvironmentMemory:
         index = self._ensure_index()
         if index is None:
             return np.full((q.shape[0], k), -np.inf, dtype=np.float32), np.full((q.shape[0], k), -1)
-        if q.shape[0] >= 16:
-            return index.search(q, min(k, self._n))
-        # a few queries: one thread (OpenMP start-up and contention cost more than the scan)
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)
-        try:
-            return index.search(q, min(k, self._n))
-        finally:
-            faiss.omp_set_num_threads(threads)
+        # a few queries: one OpenMP thread (thread wake-up and contention cost more than the
+        # scan); batches and index building use every core (see _ensure_index)
+        _omp_threads(1 if q.shape[0] < 16 else _CPUS)
+        return index.search(q, min(k, self._n))
 
     def novelty(self, vec: np.ndarray) -> tuple[float, str | None]:
         """(1 - max cosine similarity, nearest env_id); ``(1.0, None)`` for an empty memory."""

@@ -86,7 +86,8 @@ class ArchiveProjection:
         self._skipped_dirty = False
         with engine.connect() as conn:
             row = conn.execute(select(_STATE.c.cursor, _STATE.c.skipped).where(_STATE.c.name == self.name)).first()
-            self._db_empty = conn.execute(select(_ENV.c.env_id).limit(1)).first() is None
+            # ids already in the database: a cache miss on any other id needs no query
+            self._stored: set[str] = set(conn.execute(select(_ENV.c.env_id)).scalars())
         if row is not None:
             self._cursor = {int(p): int(o) for p, o in (row[0] or {}).items()}
             self._saved_cursor = dict(self._cursor)
@@ -152,8 +153,7 @@ class ArchiveProjection:
         self._plays.clear()
         self._policies.clear()
         self._skipped_dirty = False
-        if self._envs:
-            self._db_empty = False
+        self._stored.update(self._envs)
         if len(self._envs) > _CACHE_LIMIT:
             self._envs.clear()
 
@@ -208,7 +208,7 @@ class ArchiveProjection:
         if row is not None:
             return row
         loaded = None
-        if not self._db_empty:
+        if env_id in self._stored:
             with self.engine.connect() as conn:
                 loaded = conn.execute(select(_ENV).where(_ENV.c.env_id == env_id)).mappings().first()
         row = dict(loaded) if loaded is not None else env_defaults(env_id)
