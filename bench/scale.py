@@ -10,7 +10,9 @@ stopped at the end), for each worker count in the same run of the script:
 3. the N proposals are appended at once, and the clock runs until N EnvironmentValidated are in
    the log.
 
-The baseline is the 1-worker figure. Worker start-up (imports, model load, group join) is not
+Measurements alternate in ABBA order (``--repeat`` per worker count, default 2) and each figure
+pools its measurements (total validations / total time), so drifting load on a shared machine
+does not favour one side. The baseline is the 1-worker figure. Worker start-up (imports, model load, group join) is not
 timed. Prints figures; the LAST line is one JSON object with ``validations_per_s_1``,
 ``validations_per_s_2`` and ``scale_ratio`` (2-worker / 1-worker). On a machine with 2 cores
 shared with other work, the ratio is bounded by the free cores.
@@ -128,6 +130,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40, help="proposals to validate per measurement")
     ap.add_argument("--quick", action="store_true", help="N = 16")
     ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=2, help="measurements per worker count, in ABBA order (rates pool them)")
     ap.add_argument("--no-novelty", dest="novelty", action="store_false", help="skip the embedding novelty check")
     args = ap.parse_args()
     n = 16 if args.quick else args.n
@@ -138,8 +141,12 @@ def main() -> None:
         broker = KafkaBroker(tmp_path / "broker", heap="512m")
         broker.start(timeout=180)
         try:
-            r1 = measure(broker.bootstrap, 1, n, args.partitions, args.novelty, tmp_path / "data", logs)
-            r2 = measure(broker.bootstrap, 2, n, args.partitions, args.novelty, tmp_path / "data", logs)
+            # ABBA order (1, 2, 2, 1, ...) so drift in the machine's load hits both figures alike
+            order = [w for i in range(args.repeat) for w in ((1, 2) if i % 2 == 0 else (2, 1))]
+            secs = {1: 0.0, 2: 0.0}
+            for w in order:
+                secs[w] += n / measure(broker.bootstrap, w, n, args.partitions, args.novelty, tmp_path / "data", logs)
+            r1, r2 = n * args.repeat / secs[1], n * args.repeat / secs[2]
         finally:
             broker.stop()
     print(f"cores: {os.cpu_count()}, novelty: {args.novelty}, N = {n}")
@@ -149,6 +156,7 @@ def main() -> None:
         "scale_ratio": round(r2 / r1, 3),
         "n": n,
         "partitions": args.partitions,
+        "repeat": args.repeat,
         "novelty": args.novelty,
     }))
 
