@@ -10,6 +10,7 @@ from .dashboard.cli import register as register_dashboard
 from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
+from .engine.worker_cli import worker as worker_command
 from .events.cli import app as events_app
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ app.command("replay")(replay_cmd)
 register_dashboard(app)
 app.add_typer(consumers_app, name="consumers")
 app.command("validate")(validate_command)
+app.command("worker")(worker_command)
 
 
 @app.command("version")

@@ -36,7 +36,10 @@ from ..events.log import EventLog
 from . import stages
 from .state import EnvState, RunState
 
-__all__ = ["Engine", "EngineLock", "env_id_for", "RunAlreadyActive"]
+__all__ = [
+    "Engine", "EngineLock", "env_id_for", "RunAlreadyActive", "next_stage", "missing_plays", "new_env", "run_stage",
+    "load_latest_policy",
+]
 
 PRODUCER = "engine"
 
@@ -207,72 +210,113 @@ class Engine:
         return None
 
     def _next_stage(self, st: EnvState) -> str | None:
-        if st.regret is not None:
-            return None
-        if st.validated is None:
-            return "validate"
-        if st.repairable:
-            if st.repaired_by is None and st.proposed.attempt < self.cfg.loop.max_repairs:  # type: ignore[union-attr]
-                return "repair"
-            return None
-        if not st.accepted:
-            return None
-        if st.hint is None:
-            return "hint"
-        if self._missing_plays(st):
-            return "play"
-        return "regret"
+        return next_stage(self.cfg, st)
 
     def _missing_plays(self, st: EnvState) -> list:
-        k = self.cfg.loop.plays_per_env
-        return [s for s in stages.play_specs(self.cfg.seed, st.env_id, k) if (s.hinted, s.index) not in st.plays]
+        return missing_plays(self.cfg, st)
 
     # -- stages --------------------------------------------------------------------------------
 
     def _new_env(self, index: int) -> None:
-        env_id = env_id_for(self.run_id, index)
-        payload = stages.propose(
-            self.ctx, env_id=env_id, index=index, skill_history=self.state.skill_history,
-            recent_env=self.state.recent_accepted,
-        )
-        self._append(payload)
+        self._append(new_env(self.ctx, self.state, index))
 
     def _advance(self, st: EnvState) -> None:
         stage = self._next_stage(st)
-        p = st.proposed
-        assert p is not None
-        if stage == "validate":
-            self._append(stages.validate(self.ctx, p), causation_id=st.proposed_id)
-        elif stage == "repair":
-            env_id = env_id_for(self.run_id, _index_of(p.env_id), p.attempt + 1)
-            payload = stages.propose_repair(
-                self.ctx, env_id=env_id, failed=p, verdict=st.validated, skill_history=self.state.skill_history  # type: ignore[arg-type]
-            )
-            self._append(payload, causation_id=st.validated_id)
-        elif stage == "hint":
-            self._append(stages.write_hint(self.ctx, p), causation_id=st.validated_id)
-        elif stage == "play":
-            hint_id = st.hint_id
-
-            def on_done(payload):
-                self._append(payload, causation_id=hint_id)
-
-            stages.play(self.ctx, p, st.hint, self._missing_plays(st), on_done=on_done, should_stop=lambda: self.stopping)  # type: ignore[arg-type]
-        elif stage == "regret":
-            plays = [st.plays[key] for key in sorted(st.plays)]
-            self._append(stages.estimate_regret(p, plays, self.cfg.reward), causation_id=st.hint_id)
+        if stage is not None:
+            run_stage(self.ctx, self.state, st, stage, self._append, should_stop=lambda: self.stopping)
 
     def _maybe_load_policy(self) -> None:
-        """Switch to the newest PolicyUpdated version announced in the log (from the trainer)."""
-        if not self.state.policy_updates:
-            return
-        latest = self.state.policy_updates[-1]
-        if latest.version == self.ctx.policy.version:
-            return
-        path = None
-        if latest.checkpoint is not None and self.blobs is not None:
-            path = str(self.blobs.resolve(latest.checkpoint))
-        self.ctx.policy.load_version(latest.version, path)
+        load_latest_policy(self.ctx.policy, self.state, self.blobs)
+
+
+# -- the per-stage code shared by the loop and the distributed workers (engine/worker.py) -------
+
+Emit = Callable[[EventPayload, "str | None"], object]
+"""Records one stage output: ``emit(payload, causation_id)``."""
+
+
+def next_stage(cfg: EngineConfig, st: EnvState) -> str | None:
+    """The stage environment ``st`` needs next: validate, repair, hint, play, regret, or None."""
+    if st.regret is not None:
+        return None
+    if st.validated is None:
+        return "validate"
+    if st.repairable:
+        if st.repaired_by is None and st.proposed.attempt < cfg.loop.max_repairs:  # type: ignore[union-attr]
+            return "repair"
+        return None
+    if not st.accepted:
+        return None
+    if st.hint is None:
+        return "hint"
+    if missing_plays(cfg, st):
+        return "play"
+    return "regret"
+
+
+def missing_plays(cfg: EngineConfig, st: EnvState) -> list:
+    """The play specs of ``st`` not yet recorded."""
+    k = cfg.loop.plays_per_env
+    return [s for s in stages.play_specs(cfg.seed, st.env_id, k) if (s.hinted, s.index) not in st.plays]
+
+
+def new_env(ctx: stages.StageContext, state: RunState, index: int) -> EventPayload:
+    """The EnvironmentProposed of new slot ``index`` (guided by the estimates in ``state``)."""
+    return stages.propose(
+        ctx, env_id=env_id_for(state.run_id, index), index=index, skill_history=state.skill_history,
+        recent_env=state.recent_accepted,
+    )
+
+
+def run_stage(
+    ctx: stages.StageContext,
+    state: RunState,
+    st: EnvState,
+    stage: str,
+    emit: Emit,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> None:
+    """Run ``stage`` for environment ``st`` and ``emit`` its outputs (one per play for plays)."""
+    p = st.proposed
+    assert p is not None
+    cfg = ctx.cfg
+    if stage == "validate":
+        emit(stages.validate(ctx, p), st.proposed_id)
+    elif stage == "repair":
+        env_id = env_id_for(state.run_id, _index_of(p.env_id), p.attempt + 1)
+        payload = stages.propose_repair(
+            ctx, env_id=env_id, failed=p, verdict=st.validated, skill_history=state.skill_history  # type: ignore[arg-type]
+        )
+        emit(payload, st.validated_id)
+    elif stage == "hint":
+        emit(stages.write_hint(ctx, p), st.validated_id)
+    elif stage == "play":
+        hint_id = st.hint_id
+        stages.play(
+            ctx, p, st.hint, missing_plays(cfg, st), on_done=lambda payload: emit(payload, hint_id),  # type: ignore[arg-type]
+            should_stop=should_stop,
+        )
+    elif stage == "regret":
+        plays = [st.plays[key] for key in sorted(st.plays)]
+        emit(stages.estimate_regret(p, plays, cfg.reward), st.hint_id)
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
+
+
+def load_latest_policy(policy: Any, state: RunState, blobs: BlobStore | None) -> bool:
+    """Switch ``policy`` to the newest PolicyUpdated version in ``state`` (from the trainer);
+    return whether it changed."""
+    if not state.policy_updates:
+        return False
+    latest = state.policy_updates[-1]
+    if latest.version == policy.version:
+        return False
+    path = None
+    if latest.checkpoint is not None and blobs is not None:
+        path = str(blobs.resolve(latest.checkpoint))
+    policy.load_version(latest.version, path)
+    return True
 
 
 def _index_of(env_id: str) -> int:

@@ -486,6 +486,22 @@ class KafkaEventLog:
             if tp.topic == self.topic and om.offset is not None and om.offset >= 0
         }
 
+    def group_consumer(self, group: str, **options: object):
+        """Join consumer group ``group`` on this run's topic: a
+        :class:`~spade_engine.events.kafka_group.KafkaGroupConsumer` (partition assignment,
+        rebalance, explicit commits); ``options`` go to its constructor."""
+        from .kafka_group import KafkaGroupConsumer
+
+        return KafkaGroupConsumer(self, group, **options)  # type: ignore[arg-type]
+
+    def has_event(self, event_id: str) -> bool:
+        """Whether an event with this id is recorded (the id index, brought up to date)."""
+        with self._lock:
+            if event_id in self._index:
+                return True
+            self._refresh_index()
+            return event_id in self._index
+
     # -- statistics and dead letters -----------------------------------------------------------
 
     def count_by_type(self) -> dict[str, int]:

@@ -270,6 +270,21 @@ class SqliteEventLog:
             out.setdefault(grp, {})[int(p)] = int(o)
         return out
 
+    def group_consumer(self, group: str, **options: object):
+        """The single member of consumer group ``group``: a
+        :class:`~spade_engine.events.group.SqliteGroupConsumer`."""
+        from .group import SqliteGroupConsumer
+
+        return SqliteGroupConsumer(self, group, max_records=int(options.get("max_records", 100)))  # type: ignore[arg-type]
+
+    def has_event(self, event_id: str) -> bool:
+        """Whether an event with this id is recorded."""
+        try:
+            row = self._conn().execute("SELECT 1 FROM events WHERE event_id = ?", (event_id,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+        return row is not None
+
     # -- statistics and dead letters -----------------------------------------------------------
 
     def count_by_type(self) -> dict[str, int]:

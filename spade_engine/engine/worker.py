@@ -1,0 +1,400 @@
+"""Distributed mode: each stage of the loop as a long-running role worker on the event log.
+
+``spade-engine worker ROLE`` runs one of:
+
+* ``designer``: records RunStarted, proposes new environments up to ``--max-envs`` while fewer
+  than ``--ahead`` environments are unfinished (so new proposals are steered by the regret
+  estimates already in), and proposes repairs of invalid candidates; records RunStopped when
+  every environment is finished. One designer per run.
+* ``validator`` (group ``<run>.validator``): EnvironmentProposed -> EnvironmentValidated, with
+  novelty against a private memory projection it keeps up to date from the log.
+* ``rollout`` (group ``<run>.rollout``): accepted EnvironmentValidated -> HintWritten + the 2k
+  RolloutCompleted plays.
+* ``regret`` (group ``<run>.regret``): RolloutCompleted -> RegretEstimated once all 2k plays of the
+  environment are in (its per-environment view is folded from the log, so a restarted worker
+  rebuilds it).
+* ``consumers``: the projections (archive, memory, difficulty, statistics): the faust driver on
+  Kafka, the embedded runner on SQLite. ``trainer``: the replay-driven trainer in follow mode.
+
+Every role calls the same per-stage code as the single-process loop (:func:`.loop.run_stage`,
+:func:`.loop.next_stage`, :func:`.loop.new_env`), so ``start`` and the workers make the same
+decisions from the same events.
+
+Never twice, nothing lost: the group roles read their input through a consumer group
+(:mod:`spade_engine.events.group`); an environment's events share a partition, so one member of
+a group handles a given environment. A member commits an input only after its outputs were
+appended (and acknowledged by the broker). If it dies in between, the input is re-delivered to the
+member that takes over its partition, which first folds the log and skips the stages whose
+outputs are already recorded. Outputs carry deterministic event ids (:func:`output_event_id`,
+a uuid5 of run, type, environment and play slot), so even a stage that is re-run (a member
+killed after appending, before committing) appends nothing new: the log is idempotent on event id.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..blobs import BlobStore
+from ..config import EngineConfig
+from ..errors import SpadeError
+from ..events.catalogue import EventPayload, RolloutCompleted, RunStopped
+from ..events.codec import make_envelope
+from ..events.log import EventLog, Record
+from ..events.store import DataDir
+from . import stages
+from .loop import Engine, load_latest_policy, new_env, next_stage, run_stage
+from .state import EnvState, RunState
+
+__all__ = [
+    "ROLES",
+    "GROUP_ROLES",
+    "output_event_id",
+    "group_for",
+    "Emitter",
+    "WorkerStats",
+    "GroupWorker",
+    "ValidatorWorker",
+    "RolloutWorker",
+    "RegretWorker",
+    "DesignerWorker",
+]
+
+ROLES = ("designer", "validator", "rollout", "regret", "consumers", "trainer")
+GROUP_ROLES = ("validator", "rollout", "regret")
+_NS = uuid.UUID("5f0c7a52-8d7e-4b7e-9a53-2f4a1f5b7d10")
+
+
+def output_event_id(run_id: str, payload: EventPayload) -> str:
+    """The deterministic event id of a stage output: one per (run, type, environment, play slot)."""
+    parts = [run_id, payload.TYPE, str(getattr(payload, "env_id", ""))]
+    if isinstance(payload, RolloutCompleted):
+        parts += ["hinted" if payload.hinted else "plain", str(payload.index)]
+    return str(uuid.uuid5(_NS, "/".join(parts)))
+
+
+def group_for(run_id: str, role: str) -> str:
+    """The consumer group of ``role`` on ``run_id``."""
+    return f"spade.{run_id}.{role}"
+
+
+def producer_name(role: str) -> str:
+    return f"{role}@{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did (printed when it stops)."""
+
+    inputs: int = 0
+    skipped: int = 0
+    appended: int = 0
+    busy_s: float = 0.0
+
+
+class Emitter:
+    """Appends stage outputs with deterministic ids and folds them into the worker's view."""
+
+    def __init__(self, log: EventLog, view: RunState, producer: str, stats: WorkerStats):
+        self.log, self.view, self.producer, self.stats = log, view, producer, stats
+
+    def __call__(self, payload: EventPayload, causation_id: str | None = None) -> str:
+        env = make_envelope(
+            payload, run_id=self.log.run_id, producer=self.producer, causation_id=causation_id,
+            event_id=output_event_id(self.log.run_id, payload),
+        )
+        self.stats.appended += self.log.append([env])
+        self.view.apply(env)
+        return env.event_id
+
+
+def recorded(log: EventLog, event_id: str) -> bool:
+    """Whether ``event_id`` is in the log (backends with an id index answer directly)."""
+    has = getattr(log, "has_event", None)
+    if has is not None:
+        return bool(has(event_id))
+    return any(r.envelope.event_id == event_id for r in log.read())
+
+
+class MemoryFeed:
+    """A private, in-process novelty memory (the archive's projection code) fed from the log.
+
+    A background thread follows the log (one long-lived reader) and queues records; ``catch_up``
+    applies what has arrived. Nothing is flushed to disk: a restarted worker folds the log again.
+    """
+
+    def __init__(self, log: EventLog, cfg: EngineConfig, *, poll_interval: float = 0.05):
+        import queue
+
+        from ..archive.memory import EnvironmentMemory
+
+        self._dir = tempfile.TemporaryDirectory(prefix="spade-worker-memory-")
+        self.memory = EnvironmentMemory.open(self._dir.name, cfg.memory)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self.applied = 0
+        for rec in log.read():  # everything recorded before the worker starts
+            self.memory.apply(rec)
+            self.applied += 1
+        start = log.end_cursor()
+
+        def follow() -> None:
+            try:
+                for rec in log.follow(start, stop=self._stop, poll_interval=poll_interval):
+                    self._queue.put(rec)
+            except BaseException as exc:  # noqa: BLE001 - surfaced by catch_up
+                self._error = exc
+
+        self._thread = threading.Thread(target=follow, name="memory-feed", daemon=True)
+        self._thread.start()
+
+    def catch_up(self) -> int:
+        """Apply the records that arrived since the last call; return how many."""
+        if self._error is not None:
+            raise SpadeError(f"the memory feed stopped: {self._error}")
+        n = 0
+        while True:
+            try:
+                rec = self._queue.get_nowait()
+            except Exception:  # queue.Empty
+                break
+            self.memory.apply(rec)
+            n += 1
+        self.applied += n
+        return n
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._dir.cleanup()
+
+
+# -- group roles -------------------------------------------------------------------------------
+
+
+@dataclass
+class GroupWorker:
+    """A role reading ``inputs`` from its consumer group; subclasses implement :meth:`handle`."""
+
+    log: EventLog
+    cfg: EngineConfig
+    ctx: stages.StageContext
+    role: str = ""
+    inputs: tuple[str, ...] = ()
+    blobs: BlobStore | None = None
+    say: Callable[[str], None] = lambda line: None
+    view: RunState = field(init=False)
+    stats: WorkerStats = field(default_factory=WorkerStats)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.view = RunState(run_id=self.log.run_id)
+        self.emit = Emitter(self.log, self.view, producer_name(self.role), self.stats)
+
+    def handle(self, rec: Record) -> bool:  # pragma: no cover - abstract
+        """Process one input; return False when stopped before its outputs were all recorded."""
+        raise NotImplementedError
+
+    def _env(self, env_id: str) -> EnvState:
+        self.view.refresh(self.log)
+        return self.view.env(env_id)
+
+    def serve(self, *, until_idle: float | None = None, session_timeout_s: float = 10.0, poll_s: float = 0.5) -> WorkerStats:
+        """Consume the group until stopped (or ``until_idle`` seconds without an input)."""
+        consumer = self.log.group_consumer(  # type: ignore[attr-defined]
+            group_for(self.log.run_id, self.role), session_timeout_s=session_timeout_s, client_id=self.emit.producer
+        )
+        last_input = time.monotonic()
+        assigned: list[int] | None = None
+        try:
+            while not self.stop_event.is_set():
+                recs = consumer.poll(poll_s)
+                now_assigned = consumer.assignment()
+                if now_assigned != assigned:
+                    assigned = now_assigned
+                    self.say(f"assigned partitions {assigned}")
+                if not recs:
+                    if until_idle is not None and time.monotonic() - last_input >= until_idle:
+                        break
+                    continue
+                done: list[Record] = []
+                for rec in recs:
+                    if self.stop_event.is_set():
+                        break
+                    if rec.envelope.type in self.inputs:
+                        t0 = time.perf_counter()
+                        finished = self.handle(rec)
+                        self.stats.busy_s += time.perf_counter() - t0
+                        last_input = time.monotonic()
+                        if not finished:
+                            break  # stopped mid-work: not committed, so re-delivered
+                        done.append(rec)
+                        consumer.commit(done)  # outputs are recorded: move the group past it
+                        done = []
+                    else:
+                        done.append(rec)
+                consumer.commit(done)
+        finally:
+            consumer.close()
+        return self.stats
+
+
+@dataclass
+class ValidatorWorker(GroupWorker):
+    """EnvironmentProposed -> EnvironmentValidated (sandbox + novelty)."""
+
+    role: str = "validator"
+    inputs: tuple[str, ...] = ("EnvironmentProposed",)
+    feed: MemoryFeed | None = None
+
+    def handle(self, rec: Record) -> bool:
+        from ..events.catalogue import EnvironmentValidated
+
+        proposed = rec.envelope.event()
+        out_id = output_event_id(self.log.run_id, EnvironmentValidated(env_id=proposed.env_id, valid=False))
+        if recorded(self.log, out_id):
+            self.stats.skipped += 1
+            return True
+        t0 = time.perf_counter()
+        if self.feed is not None:
+            self.feed.catch_up()  # novelty against every environment recorded so far
+        t_feed = time.perf_counter() - t0
+        tm = self.ctx.timings
+        before = (tm.sandbox, tm.embedding)
+        st = self.view.env(proposed.env_id)  # the emitter folds the verdict into it
+        if st.proposed is None:
+            st.proposed, st.proposed_id = proposed, rec.envelope.event_id
+        run_stage(self.ctx, self.view, st, "validate", self.emit)
+        self.stats.inputs += 1
+        v = st.validated
+        self.say(
+            f"{proposed.env_id}: {'accepted' if v and v.accepted else (v.error_kind if v else '?')} "
+            f"(memory {t_feed:.2f}s, sandbox {tm.sandbox - before[0]:.2f}s, embedding {tm.embedding - before[1]:.2f}s, "
+            f"total {time.perf_counter() - t0:.2f}s)"
+        )
+        return True
+
+
+@dataclass
+class RolloutWorker(GroupWorker):
+    """Accepted EnvironmentValidated -> HintWritten + the plays that are not recorded yet."""
+
+    role: str = "rollout"
+    inputs: tuple[str, ...] = ("EnvironmentValidated",)
+
+    def handle(self, rec: Record) -> bool:
+        validated = rec.envelope.event()
+        if not (validated.valid and validated.accepted):
+            return True
+        st = self._env(validated.env_id)
+        load_latest_policy(self.ctx.policy, self.view, self.blobs)
+        stage = next_stage(self.cfg, st)
+        if stage not in ("hint", "play"):
+            self.stats.skipped += 1
+            return True
+        while stage in ("hint", "play"):
+            run_stage(self.ctx, self.view, st, stage, self.emit, should_stop=self.stop_event.is_set)
+            if self.stop_event.is_set() and next_stage(self.cfg, st) in ("hint", "play"):
+                return False
+            stage = next_stage(self.cfg, st)
+        self.stats.inputs += 1
+        self.say(f"{st.env_id}: {len(st.plays)} plays")
+        return True
+
+
+@dataclass
+class RegretWorker(GroupWorker):
+    """RolloutCompleted -> RegretEstimated once every play of the environment is recorded."""
+
+    role: str = "regret"
+    inputs: tuple[str, ...] = ("RolloutCompleted",)
+
+    def handle(self, rec: Record) -> bool:
+        play = rec.envelope.event()
+        st = self._env(play.env_id)  # every play recorded so far, whoever played it
+        if next_stage(self.cfg, st) != "regret":
+            return True  # plays still missing (or already estimated)
+        run_stage(self.ctx, self.view, st, "regret", self.emit)
+        self.stats.inputs += 1
+        self.say(f"{st.env_id}: regret {st.regret.regret:.3f}")  # type: ignore[union-attr]
+        return True
+
+
+# -- the designer ------------------------------------------------------------------------------
+
+
+class DesignerWorker:
+    """Proposes environments (and repairs) for a run; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        ahead: int = 8,
+        memory: MemoryFeed | None = None,
+        say: Callable[[str], None] = lambda line: None,
+    ):
+        self.engine = engine
+        self.ahead = max(1, ahead)
+        self.feed = memory
+        self.say = say
+        self.stats = WorkerStats()
+        self.stop_event = engine.stop_event
+        engine.ctx.memory = memory.memory if memory is not None else None
+        self.emit = Emitter(engine.log, engine.state, producer_name("designer"), self.stats)
+
+    def _unfinished(self, state: RunState) -> list[EnvState]:
+        return [s for s in state.proposed() if next_stage(self.engine.cfg, s) is not None]
+
+    def serve(self, *, poll_s: float = 0.2) -> str:
+        """Record RunStarted, propose until done (RunStopped) or stopped; return the reason."""
+        eng = self.engine
+        eng.start_record()
+        max_envs = eng.cfg.loop.max_envs
+        while not self.stop_event.is_set():
+            eng.state.refresh(eng.log)
+            load_latest_policy(eng.ctx.policy, eng.state, eng.blobs)
+            acted = False
+            for st in eng.state.proposed():
+                if next_stage(eng.cfg, st) == "repair":
+                    if self.feed is not None:
+                        self.feed.catch_up()
+                    run_stage(eng.ctx, eng.state, st, "repair", self.emit)
+                    self.say(f"{st.env_id}: repair proposed")
+                    acted = True
+            unfinished = self._unfinished(eng.state)
+            n = len(eng.state.roots())
+            if max_envs is not None and n >= max_envs and not unfinished:
+                eng._append(RunStopped(reason="max_envs", counts=eng.counts()))
+                self.say(f"run complete: {n} environments")
+                return "max_envs"
+            if (max_envs is None or n < max_envs) and len(unfinished) < self.ahead:
+                if self.feed is not None:
+                    self.feed.catch_up()
+                payload = new_env(eng.ctx, eng.state, n)
+                self.emit(payload)
+                self.stats.inputs += 1
+                self.say(f"{payload.env_id}: proposed ({payload.skill}, difficulty {payload.difficulty})")  # type: ignore[attr-defined]
+                acted = True
+            if not acted:
+                self.stop_event.wait(poll_s)
+        return "interrupted"
+
+
+def data_paths(data_dir: Path) -> tuple[DataDir, BlobStore]:
+    dd = DataDir(data_dir)
+    return dd, BlobStore(dd.blobs_dir)
+
+
+def require_group_api(log: EventLog) -> None:
+    if not hasattr(log, "group_consumer"):
+        raise SpadeError(f"the {type(log).__name__} backend has no consumer groups for workers")
