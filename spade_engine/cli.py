@@ -6,6 +6,7 @@ import typer
 
 from . import __version__
 from .events.cli import app as events_app
+from .trainer.cli import train_command
 
 app = typer.Typer(
     name="spade-engine",
@@ -14,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
+app.command("train")(train_command)
 
 
 @app.command("version")

@@ -48,9 +48,8 @@ from .checkpoints import (
     save_weights,
     verified_path,
 )
-from .losses import clipped_policy_loss, tis_weights
 from .model import TrainerSetupError, TrainModel, load_base_model
-from .scoring import token_logprobs
+from .update import train_on_samples
 
 __all__ = ["Trainer", "TrainerState", "FAULT_ENV", "GROUP"]
 
@@ -262,63 +261,5 @@ class Trainer:
             self.on_update(ev)
         return ev
 
-    def _micro_batches(self, samples: list[TrainSample]) -> list[list[TrainSample]]:
-        ordered = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
-        n_mb = max(self.cfg.grad_accum, math.ceil(len(ordered) / self.cfg.micro_batch_size))
-        size = math.ceil(len(ordered) / n_mb)
-        return [ordered[i : i + size] for i in range(0, len(ordered), size)]
-
     def _train(self, samples: list[TrainSample]) -> dict[str, float]:
-        tm = self.tm
-        tm.model.train()
-        total_tokens = sum(len(s.completion_ids) for s in samples)
-        acc = {"loss": 0.0, "clipped_tokens": 0.0, "ratio_sum": 0.0, "tis_weight_sum": 0.0, "mismatch_sum": 0.0, "mismatch_n": 0.0}
-        dev = self.device
-        for mb in self._micro_batches(samples):
-            seqs = [s.prompt_ids + s.completion_ids for s in mb]
-            T = max(len(x) for x in seqs)
-            B = len(mb)
-            ids = torch.full((B, T), self.pad_id, dtype=torch.long)
-            attn = torch.zeros((B, T), dtype=torch.long)
-            mask = torch.zeros((B, T - 1), dtype=torch.bool)
-            beh = torch.full((B, T - 1), float("nan"), dtype=torch.float32)
-            for i, s in enumerate(mb):
-                n_p, n_c = len(s.prompt_ids), len(s.completion_ids)
-                ids[i, : n_p + n_c] = torch.tensor(seqs[i])
-                attn[i, : n_p + n_c] = 1
-                mask[i, n_p - 1 : n_p - 1 + n_c] = True
-                beh[i, n_p - 1 : n_p - 1 + n_c] = torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
-            adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=dev)
-            ids, attn, mask, beh = ids.to(dev), attn.to(dev), mask.to(dev), beh.to(dev)
-            with tm.autocast():
-                lp = token_logprobs(tm.module, ids, attn, temperature=self.temperature, chunk=self.cfg.logits_chunk)
-            lp = lp.float()
-            old = lp.detach()
-            known = mask & ~torch.isnan(beh)
-            weights = None
-            if self.cfg.tis:
-                weights = torch.where(known, tis_weights(old, torch.nan_to_num(beh), self.cfg.tis_cap), torch.ones_like(old))
-            loss, st = clipped_policy_loss(
-                lp, old, adv, mask, clip_low=self.cfg.clip_low, clip_high=self.cfg.clip_high, weights=weights
-            )
-            tm.backward(loss / max(total_tokens, 1))
-            acc["loss"] += float(loss.detach())
-            acc["clipped_tokens"] += st["clipped_tokens"]
-            acc["ratio_sum"] += st["ratio_sum"]
-            if weights is not None:
-                acc["tis_weight_sum"] += float((weights * mask).sum())
-            acc["mismatch_sum"] += float((old - torch.nan_to_num(beh)).abs()[known].sum())
-            acc["mismatch_n"] += float(known.sum())
-        grad_norm = tm.step()
-        n = max(total_tokens, 1)
-        return {
-            "loss": acc["loss"] / n,
-            "tokens": float(total_tokens),
-            "samples": float(len(samples)),
-            "grad_norm": grad_norm,
-            "clip_fraction": acc["clipped_tokens"] / n,
-            "ratio_mean": acc["ratio_sum"] / n,
-            "tis_weight_mean": acc["tis_weight_sum"] / n if self.cfg.tis else 1.0,
-            "logprob_mismatch": acc["mismatch_sum"] / max(acc["mismatch_n"], 1.0),
-            "learning_rate": float(self.cfg.learning_rate),
-        }
+        return train_on_samples(self.tm, samples, temperature=self.temperature, pad_id=self.pad_id)

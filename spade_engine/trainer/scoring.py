@@ -45,10 +45,11 @@ def token_logprobs(
     temperature: float = 1.0,
     chunk: int = 0,
 ) -> torch.Tensor:
-    """(B, T-1) log-probs of ``input_ids[:, 1:]``; padding positions hold garbage (mask them)."""
+    """(B, T-1) log-probs of ``input_ids[:, 1:]``; padding positions hold garbage (mask them).
+
+    Pass ``attention_mask=None`` when nothing is padded: SDPA then takes its causal (flash) path.
+    """
     targets = input_ids[:, 1:]
-    if attention_mask is not None and bool(attention_mask.all()):
-        attention_mask = None  # no padding: SDPA can take its causal fast path
     parts = split_lm(model)
     if parts is None:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
