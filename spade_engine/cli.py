@@ -5,6 +5,10 @@ from __future__ import annotations
 import typer
 
 from . import __version__
+from .archive.cli import app as archive_app, replay_cmd
+from .engine import cli as engine_cli
+from .consumers.cli import app as consumers_app
+from .engine.validate_cli import validate as validate_command
 from .events.cli import app as events_app
 from .trainer.cli import train_command
 
@@ -15,6 +19,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
+app.command("start")(engine_cli.start)
+app.command("status")(engine_cli.status)
+app.add_typer(archive_app, name="archive")
+app.command("replay")(replay_cmd)
+app.add_typer(consumers_app, name="consumers")
+app.command("validate")(validate_command)
 app.command("train")(train_command)
 
 

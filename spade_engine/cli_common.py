@@ -15,7 +15,7 @@ from .errors import SpadeError
 from .events.log import EventLog
 from .events.store import Backend, open_event_log, resolve_data_dir, resolve_run
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 DataDirOpt = Annotated[

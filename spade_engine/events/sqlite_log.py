@@ -2,8 +2,8 @@
 
 Layout of ``events.sqlite``:
 
-* ``events(seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE, type, schema_version, key,
-  occurred_at, body BLOB)``: ``body`` is the canonical JSON envelope; offset = seq - 1;
+* ``events(seq INTEGER PRIMARY KEY, event_id TEXT UNIQUE, type, body BLOB)``: ``body`` is the
+  canonical JSON envelope (key, time, version... live there); offset = seq - 1;
 * ``consumer_offsets(grp, partition, next_offset)``: committed cursors of consumer groups;
 * ``dead_letters``: undecodable input with its reason;
 * ``meta``: the run id and the log format version.
@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .codec import decode_envelope, encode_envelope
+from .codec import encode_envelope
 from .envelope import Envelope, utc_now
 from .errors import EventLogError, MalformedEvent
 from .log import Cursor, DeadLetter, Record
@@ -35,9 +35,6 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY,
     event_id TEXT NOT NULL UNIQUE,
     type TEXT NOT NULL,
-    schema_version INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    occurred_at TEXT NOT NULL,
     body BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS consumer_offsets (
@@ -145,12 +142,11 @@ class SqliteEventLog:
 
     def append(self, envelopes: Iterable[Envelope]) -> int:
         rows = []
+        encode = encode_envelope
         for env in envelopes:
             if env.run_id != self.run_id:
                 raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
-            rows.append(
-                (env.event_id, env.type, env.schema_version, env.key, env.occurred_at, encode_envelope(env))
-            )
+            rows.append((env.event_id, env.type, encode(env)))
         return self._insert(rows)
 
     def append_raw(self, items: Iterable[tuple[Envelope, bytes]]) -> int:
@@ -159,7 +155,7 @@ class SqliteEventLog:
         for env, raw in items:
             if env.run_id != self.run_id:
                 raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
-            rows.append((env.event_id, env.type, env.schema_version, env.key, env.occurred_at, raw))
+            rows.append((env.event_id, env.type, raw))
         return self._insert(rows)
 
     def _insert(self, rows: list[tuple]) -> int:
@@ -170,8 +166,7 @@ class SqliteEventLog:
             with self._write_txn(conn):
                 before = conn.total_changes
                 conn.executemany(
-                    "INSERT OR IGNORE INTO events(event_id, type, schema_version, key, occurred_at, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO events(event_id, type, body) VALUES (?, ?, ?)",
                     rows,
                 )
                 return conn.total_changes - before
@@ -197,7 +192,7 @@ class SqliteEventLog:
             except sqlite3.DatabaseError as exc:
                 raise self._error(exc) from None
             for seq, body in rows:
-                yield Record(self.PARTITION, seq - 1, decode_envelope(body), bytes(body))
+                yield Record(self.PARTITION, seq - 1, None, body)
             if len(rows) < n:
                 return
             offset = rows[-1][0]

@@ -1,0 +1,195 @@
+"""Benchmark the Kafka event log against a bare kafka-python producer, on a real broker.
+
+Starts its own single-node broker (``spade_engine.devtools.kafka_broker``, the same code as
+``scripts/kafka_broker.py``) in a temporary directory and stops it at the end.
+
+* produce: N events (default 100k) through ``KafkaEventLog.append`` in batches (canonical JSON
+  encoding, run check, event-id index for idempotence, headers, waits for every ack), and, in the
+  same run, the same keys/bytes/headers through a bare ``KafkaProducer`` with the same settings
+  (acks=all, idempotence, linger, batch size) into a topic with the same partitions, then flush;
+  ``produce_ratio`` = ours / baseline;
+* consume: the embedded runner feeding the per-run statistics projection from the Kafka log;
+* end to end: a follower applies the projection while events are appended at a steady rate;
+  latency = projection applied - append called (p50, p99).
+
+Last line: one JSON object with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+# this file is named kafka.py: keep its folder off the path so `import kafka` finds kafka-python
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
+
+from spade_engine.consumers import EmbeddedRunner  # noqa: E402
+from spade_engine.consumers.stats import RunStatsProjection  # noqa: E402
+from spade_engine.devtools.kafka_broker import KafkaBroker  # noqa: E402
+from spade_engine.events import Generation, RolloutCompleted, Turn, encode_envelope, make_envelope  # noqa: E402
+from spade_engine.events.kafka_log import KafkaEventLog  # noqa: E402
+
+
+def build(n: int, run_id: str, start: int = 0):
+    out = []
+    for i in range(start, start + n):
+        payload = RolloutCompleted(
+            env_id=f"env-{i // 8:06d}",
+            play_id=f"p{i}",
+            hinted=bool(i % 2),
+            seed=i,
+            policy_version="v0",
+            episode_reward=float(i % 3 == 0),
+            turns=[Turn(observation="obs", action="\\boxed{4}", reward=1.0, terminated=True,
+                        generation=Generation(prompt_token_ids=[1, 2, 3], completion_token_ids=[4], logprobs=[-0.1]))],
+            terminated=True,
+        )
+        out.append(make_envelope(payload, run_id=run_id, producer="bench"))
+    return out
+
+
+class _Timed(RunStatsProjection):
+    """The stats projection, noting when each event was applied."""
+
+    def __init__(self, run_id: str):
+        super().__init__(run_id)
+        self.applied_at: dict[str, float] = {}
+
+    def apply(self, record) -> None:
+        super().apply(record)
+        self.applied_at.setdefault(record.envelope.event_id, time.perf_counter())
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--batch", type=int, default=5000, help="events per append call")
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--e2e-n", type=int, default=3000, help="events of the latency phase")
+    ap.add_argument("--e2e-rate", type=float, default=1000.0, help="events per second in the latency phase")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = KafkaBroker(Path(tmp) / "broker", heap="768m")
+        t0 = time.perf_counter()
+        broker.start(timeout=300)
+        print(f"broker up at {broker.bootstrap} in {time.perf_counter() - t0:.1f}s", flush=True)
+        try:
+            result = run(broker.bootstrap, args)
+        finally:
+            broker.stop()
+    print(json.dumps(result, sort_keys=True))
+
+
+def run(bootstrap: str, args) -> dict:
+    run_id = "run-bench-kafka"
+    envs = build(args.n, run_id)
+    items = [(e.key.encode(), encode_envelope(e), KafkaEventLog.headers_for(e)) for e in envs]
+    print(f"built {len(envs)} events, {sum(len(v) for _, v, _ in items) / len(items):.0f} bytes each", flush=True)
+
+    log = KafkaEventLog(bootstrap, run_id, create=True, partitions=args.partitions)
+    # baseline: a bare producer with the same settings, same key/bytes/headers, own topic
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics({"bench-baseline": {"num_partitions": args.partitions, "replication_factor": 1}},
+                        wait_for_metadata=True)
+    admin.close()
+    bare = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+                         batch_size=256 * 1024, max_request_size=8 * 1024 * 1024)
+    # warm up both paths (connections, broker JIT) on a separate run/topic
+    warm = KafkaEventLog(bootstrap, "run-bench-warmup", create=True, partitions=args.partitions)
+    warm.append(build(5000, "run-bench-warmup", start=10**7))
+    warm.close()
+    for k, v, h in items[:5000]:
+        bare.send("bench-baseline", key=k, value=v, headers=h)
+    bare.flush()
+
+    t = time.perf_counter()
+    for k, v, h in items:
+        bare.send("bench-baseline", key=k, value=v, headers=h)
+    bare.flush()
+    baseline_s = time.perf_counter() - t
+    bare.close()
+    print(f"baseline producer: {args.n / baseline_s:,.0f} events/s", flush=True)
+
+    t = time.perf_counter()
+    new = 0
+    for i in range(0, len(envs), args.batch):
+        new += log.append(envs[i:i + args.batch])
+    ours_s = time.perf_counter() - t
+    assert new == args.n, new
+    print(f"KafkaEventLog.append: {args.n / ours_s:,.0f} events/s", flush=True)
+
+    # consume: the embedded runner + stats projection from a fresh reader
+    reader = KafkaEventLog(bootstrap, run_id, create=False)
+    proj = RunStatsProjection(run_id)
+    t = time.perf_counter()
+    got = EmbeddedRunner(reader, [proj], flush_every=10**9, commit_offsets=True).catch_up()
+    consume_s = time.perf_counter() - t
+    assert got == args.n and proj.state.total == args.n, (got, proj.state.total)
+    print(f"consume (runner + stats projection): {args.n / consume_s:,.0f} events/s", flush=True)
+    reader.close()
+
+    # end to end: append at a steady rate, a follower applies the projection
+    e2e_run = "run-bench-e2e"
+    w = KafkaEventLog(bootstrap, e2e_run, create=True, partitions=args.partitions)
+    r = KafkaEventLog(bootstrap, e2e_run, create=False)
+    timed = _Timed(e2e_run)
+    stop = threading.Event()
+    follower = EmbeddedRunner(r, [timed], commit_offsets=False)
+    th = threading.Thread(target=follower.run, args=(stop,), kwargs={"poll_interval": 0.01}, daemon=True)
+    th.start()
+    time.sleep(2.0)  # the follower is assigned and polling
+    e2e = build(args.e2e_n, e2e_run, start=10**6)
+    sent_at: dict[str, float] = {}
+    step = 10
+    interval = step / args.e2e_rate
+    next_t = time.perf_counter()
+    for i in range(0, len(e2e), step):
+        batch = e2e[i:i + step]
+        now = time.perf_counter()
+        for e in batch:
+            sent_at[e.event_id] = now
+        w.append(batch)
+        next_t += interval
+        time.sleep(max(0.0, next_t - time.perf_counter()))
+    deadline = time.time() + 60
+    while len(timed.applied_at) < len(e2e) and time.time() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    th.join(30)
+    lat = [(timed.applied_at[k] - s) * 1000 for k, s in sent_at.items() if k in timed.applied_at]
+    assert len(lat) == len(e2e), f"only {len(lat)} of {len(e2e)} events reached the projection"
+    w.close()
+    r.close()
+    log.close()
+    return {
+        "n": args.n,
+        "batch": args.batch,
+        "partitions": args.partitions,
+        "produce_events_per_s": round(args.n / ours_s, 1),
+        "baseline_produce_events_per_s": round(args.n / baseline_s, 1),
+        "produce_ratio": round(baseline_s / ours_s, 3),
+        "consume_events_per_s": round(args.n / consume_s, 1),
+        "e2e_n": len(lat),
+        "e2e_rate_events_per_s": args.e2e_rate,
+        "e2e_p50_ms": round(pct(lat, 0.50), 2),
+        "e2e_p99_ms": round(pct(lat, 0.99), 2),
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Benchmark of the self-play loop with the procedural policy (a simulation, not an LLM).
+
+Runs the full pipeline (real sandbox validation and plays, embedding novelty, live archive and
+memory projections, SQLite log) for a fixed number of environments twice with the same seed:
+once with the adaptive designer, once with a fixed-difficulty control (the baseline). Prints
+figures, and as its LAST line one JSON object with:
+
+* ``envs_per_min``, ``plays_per_min``: throughput of the adaptive run (model loading excluded);
+* ``sandbox_share``: fraction of the adaptive run's wall time spent in sandbox work (validation,
+  resets and steps);
+* ``frontier_share``: fraction of valid (accepted and played) environments whose plain win rate
+  is in the frontier band [0.4, 0.6], adaptive designer;
+* ``frontier_share_fixed``: the same for the fixed-difficulty control;
+
+plus the control's throughput and the time shares of policy and embedding work.
+
+    python3 bench/loop.py            # 40 environments per run, k = 4
+    python3 bench/loop.py --quick    # 14 environments per run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from spade_engine.config import load_config  # noqa: E402
+from spade_engine.engine.runtime import open_engine  # noqa: E402
+from spade_engine.events.store import new_run_id  # noqa: E402
+
+
+def run_once(n: int, k: int, adaptive: bool, seed: int, projections: bool, root: Path) -> dict:
+    cfg = load_config(
+        overrides={"seed": seed, "loop.max_envs": n, "loop.plays_per_env": k, "policy.adaptive": adaptive},
+        environ={},
+    )
+    t_open = time.perf_counter()
+    with open_engine(cfg, run_id=new_run_id(), data_dir=root, create=True, projections=projections) as opened:
+        engine = opened.engine
+        if engine.ctx.embedder is not None:
+            engine.ctx.embedder.embed(["warm up"])  # model loading is startup, not loop time
+        startup = time.perf_counter() - t_open
+        engine.ctx.timings.embedding = 0.0
+        t0 = time.perf_counter()
+        reason = engine.run()
+        wall = time.perf_counter() - t0
+        st = engine.state
+        stats = st.stats()
+        played = [s.regret.win_rate_plain for s in st.proposed() if s.regret is not None]
+        tm = engine.ctx.timings
+    return {
+        "adaptive": adaptive,
+        "reason": reason,
+        "envs": stats["roots"],
+        "proposals": stats["proposals"],
+        "valid": stats["valid"],
+        "accepted": stats["accepted"],
+        "plays": stats["plays"],
+        "wall_s": wall,
+        "startup_s": startup,
+        "sandbox_s": tm.sandbox,
+        "policy_s": tm.policy,
+        "embedding_s": tm.embedding,
+        "frontier_share": (sum(1 for w in played if 0.4 <= w <= 0.6) / len(played)) if played else 0.0,
+        "mean_win_rate": (sum(played) / len(played)) if played else 0.0,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=40, help="environments per run (default 40)")
+    ap.add_argument("--k", type=int, default=4, help="plain and hinted plays per environment (default 4)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="14 environments per run")
+    ap.add_argument("--no-projections", action="store_true", help="skip the embedding model, memory and archive")
+    args = ap.parse_args()
+    n = 14 if args.quick else args.n
+    with tempfile.TemporaryDirectory(prefix="spade-bench-loop-") as tmp:
+        root = Path(tmp)
+        adaptive = run_once(n, args.k, True, args.seed, not args.no_projections, root / "adaptive")
+        fixed = run_once(n, args.k, False, args.seed, not args.no_projections, root / "fixed")
+    for r in (adaptive, fixed):
+        name = "adaptive designer" if r["adaptive"] else "fixed difficulty (control)"
+        print(
+            f"{name:<27} {r['envs']} envs ({r['proposals']} proposals, {r['valid']} valid, {r['accepted']} accepted), "
+            f"{r['plays']} plays in {r['wall_s']:.1f}s (+{r['startup_s']:.1f}s startup); sandbox {r['sandbox_s']:.1f}s, "
+            f"policy {r['policy_s']:.2f}s, embedding {r['embedding_s']:.1f}s; frontier share {r['frontier_share']:.2f}, "
+            f"mean plain win rate {r['mean_win_rate']:.2f}"
+        )
+    w = adaptive["wall_s"]
+    result = {
+        "envs": n,
+        "plays_per_env": 2 * args.k,
+        "envs_per_min": round(adaptive["envs"] / w * 60, 2),
+        "plays_per_min": round(adaptive["plays"] / w * 60, 2),
+        "sandbox_share": round(adaptive["sandbox_s"] / w, 4),
+        "policy_share": round(adaptive["policy_s"] / w, 4),
+        "embedding_share": round(adaptive["embedding_s"] / w, 4),
+        "frontier_share": round(adaptive["frontier_share"], 4),
+        "frontier_share_fixed": round(fixed["frontier_share"], 4),
+        "frontier_gain": round(adaptive["frontier_share"] - fixed["frontier_share"], 4),
+        "envs_per_min_fixed": round(fixed["envs"] / fixed["wall_s"] * 60, 2),
+        "projections": not args.no_projections,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Rebuilding projections from the log, and checking live projections against a rebuild.
+
+``open_live_projections(run_dir)`` opens the projections a run maintains while it runs (archive,
+memory, difficulty under ``<data>/runs/<run_id>/``); ``replay_run(log, into)`` rebuilds the same
+files from offset 0 in a fresh directory, optionally only up to an offset or a time;
+``first_difference`` compares two sets of projections and names the first thing that differs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..config import EngineConfig, MemoryConfig
+from ..errors import SpadeError
+from ..events.log import Cursor, EventLog
+from .db import ARCHIVE_FILENAME, resolve_url
+from .difficulty import DEFAULT_WINDOW, DifficultySeries
+from .memory import EnvironmentMemory
+from .projection import ArchiveProjection
+from .queries import dump_archive
+
+__all__ = [
+    "Projections",
+    "ReplayResult",
+    "ReplayError",
+    "open_projections",
+    "open_live_projections",
+    "replay_run",
+    "parse_until",
+    "first_difference",
+    "verify_projections",
+    "run_config",
+]
+
+
+class ReplayError(SpadeError):
+    """A replay cannot be done as asked (target directory not empty, bad --until...)."""
+
+
+@dataclass
+class Projections:
+    """The projections of one run kept in one directory."""
+
+    directory: Path
+    archive: ArchiveProjection
+    memory: EnvironmentMemory
+    difficulty: DifficultySeries
+
+    @property
+    def all(self) -> list[Any]:
+        return [self.archive, self.memory, self.difficulty]
+
+    def flush(self, cursor: Mapping[int, int]) -> None:
+        for proj in self.all:
+            proj.flush(cursor)
+
+    def skipped(self) -> dict[str, dict[str, int]]:
+        return {p.name: p.skipped for p in self.all}
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "archive": dump_archive(self.archive.engine),
+            "memory": self.memory.dump(),
+            "difficulty": self.difficulty.dump(),
+        }
+
+    def close(self) -> None:
+        self.archive.close()
+
+    def __enter__(self) -> "Projections":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _memory_config(config: EngineConfig | MemoryConfig | None) -> MemoryConfig:
+    if isinstance(config, EngineConfig):
+        return config.memory
+    return config or MemoryConfig()
+
+
+def open_projections(
+    directory: str | Path,
+    config: EngineConfig | MemoryConfig | None = None,
+    *,
+    archive_url: str | None = None,
+    window: int = DEFAULT_WINDOW,
+) -> Projections:
+    """Open (creating) archive, memory and difficulty projections stored in ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = ArchiveProjection.open(archive_url or resolve_url(directory / ARCHIVE_FILENAME))
+    return Projections(
+        directory=directory,
+        archive=archive,
+        memory=EnvironmentMemory.open(directory, _memory_config(config)),
+        difficulty=DifficultySeries.open(directory, window=window),
+    )
+
+
+def open_live_projections(
+    run_dir: str | Path,
+    config: EngineConfig | MemoryConfig | None = None,
+    *,
+    archive_url: str | None = None,
+    window: int = DEFAULT_WINDOW,
+) -> Projections:
+    """The projections a run maintains live, in its run directory ``<data>/runs/<run_id>``."""
+    return open_projections(run_dir, config, archive_url=archive_url, window=window)
+
+
+def parse_until(text: str | None) -> int | str | None:
+    """``--until``: an integer offset (replay events with offset < it) or an ISO time
+    (replay events up to the first one recorded after it), normalised to the log's format."""
+    if text is None or text == "":
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ReplayError(f"--until {text!r} is neither an offset nor an ISO time (2026-01-31T12:00:00Z)") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class ReplayResult:
+    """What a replay did."""
+
+    directory: Path
+    events: int
+    seconds: float
+    cursor: Cursor
+    skipped: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else float("inf")
+
+
+def _records(log: EventLog, until: int | str | Mapping[int, int] | None) -> Iterator[Any]:
+    if isinstance(until, int):
+        until = {p: until for p in (log.end_cursor() or {0: 0})}
+    for rec in log.read({}):
+        if isinstance(until, str):
+            if rec.envelope.occurred_at > until:
+                return
+        elif until is not None and rec.offset >= until.get(rec.partition, 0):
+            if len(until) == 1:
+                return
+            continue
+        yield rec
+
+
+def replay_run(
+    log: EventLog,
+    into: str | Path,
+    config: EngineConfig | MemoryConfig | None = None,
+    *,
+    until: int | str | Mapping[int, int] | None = None,
+    archive_url: str | None = None,
+    window: int = DEFAULT_WINDOW,
+    flush_every: int = 100_000,
+) -> ReplayResult:
+    """Rebuild every projection of ``log`` from offset 0 into the fresh directory ``into``."""
+    into = Path(into)
+    if into.exists() and any(into.iterdir()):
+        raise ReplayError(f"replay target {into} is not empty; give a new directory")
+    t0 = time.perf_counter()
+    projs = open_projections(into, config, archive_url=archive_url, window=window)
+    if any(p.position() for p in projs.all):
+        projs.close()
+        raise ReplayError(f"replay target archive {archive_url} is not empty; give an empty database")
+    cursor: Cursor = {}
+    n = 0
+    try:
+        apply_fns = [p.apply for p in projs.all]
+        for rec in _records(log, until):
+            for fn in apply_fns:
+                fn(rec)
+            cursor[rec.partition] = rec.offset + 1
+            n += 1
+            if n % flush_every == 0:
+                projs.flush(cursor)
+        projs.flush(cursor)
+        result = ReplayResult(into, n, time.perf_counter() - t0, cursor, projs.skipped())
+    finally:
+        projs.close()
+    return result
+
+
+def _ident(item: Any) -> str:
+    if isinstance(item, dict):
+        for key in ("env_id", "event_id", "version"):
+            if key in item:
+                return f"{key}={item[key]}"
+        if "window" in item and "skill" in item:
+            return f"window={item['window']},skill={item['skill']}"
+    return ""
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The first place where ``a`` (live) and ``b`` (replayed) differ, or ``None`` when equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a:
+                return f"{path}.{key}: missing in live"
+            if key not in b:
+                return f"{path}.{key}: missing in replay"
+            diff = first_difference(a[key], b[key], f"{path}.{key}" if path else str(key))
+            if diff:
+                return diff
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            ident = _ident(x) or _ident(y)
+            diff = first_difference(x, y, f"{path}[{ident or i}]")
+            if diff:
+                return diff
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items live, {len(b)} replayed"
+        return None
+    if a != b:
+        return f"{path}: live {_short(a)} != replay {_short(b)}"
+    return None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def run_config(log: EventLog) -> EngineConfig:
+    """The configuration recorded in the run's first ``RunStarted`` (defaults if unreadable)."""
+    for rec in log.read({}, limit=50):
+        if rec.envelope.type == "RunStarted":
+            try:
+                return EngineConfig.model_validate(rec.envelope.payload.get("config") or {})
+            except Exception:  # noqa: BLE001 - older or partial configs fall back to defaults
+                return EngineConfig()
+    return EngineConfig()
+
+
+def verify_projections(live: Projections, replayed: Projections) -> str | None:
+    """Compare every projection; ``None`` when equal, else the first difference."""
+    return first_difference(live.dump(), replayed.dump())

@@ -1,0 +1,102 @@
+"""`spade-engine consumers ...`: run the projections of a run, show their figures."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, bootstrap_or_env, console, handle_errors, open_run
+from ..errors import SpadeError
+from ..events.store import DataDir, resolve_data_dir
+from .runner import EmbeddedRunner
+from .stats import SNAPSHOT_NAME, RunStatsProjection, load_summary
+
+app = typer.Typer(help="Run the projections (read models) of a run's event log.", no_args_is_help=True)
+
+DriverOpt = Annotated[
+    str,
+    typer.Option(
+        "--driver",
+        help="auto (faust for kafka, embedded for sqlite), embedded (any backend) or faust (kafka only).",
+    ),
+]
+
+
+def snapshot_path(data_dir: Path, run_id: str) -> Path:
+    """Where the stats projection of ``run_id`` keeps its snapshot."""
+    return DataDir(data_dir).run_dir(run_id) / "projections" / SNAPSHOT_NAME
+
+
+@app.command("run")
+@handle_errors
+def run(
+    run: RunArg = None,
+    driver: DriverOpt = "auto",
+    until_idle: Annotated[
+        Optional[float],
+        typer.Option("--until-idle", help="Stop after this many seconds without a new event (default: follow until Ctrl-C)."),
+    ] = None,
+    stall_s: Annotated[
+        float,
+        typer.Option("--stall-s", help="faust driver: restart the worker when records wait and its commits stop moving this long."),
+    ] = 60.0,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Feed the run's events to its projections (per-run statistics), from their committed position."""
+    root = resolve_data_dir(data_dir)
+    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    if driver == "auto":
+        driver = "faust" if backend == "kafka" else "embedded"
+    if driver not in ("embedded", "faust"):
+        log.close()
+        raise SpadeError(f"unknown driver {driver!r} (expected auto, embedded or faust)")
+    if driver == "faust" and backend != "kafka":
+        log.close()
+        raise SpadeError("the faust driver needs --backend kafka")
+    stats = RunStatsProjection(run_id, snapshot_path(root, run_id))
+    if driver == "embedded":
+        runner = EmbeddedRunner(log, [stats])
+        try:
+            if until_idle is not None:
+                applied = runner.run(idle_timeout=until_idle)
+            else:
+                stop = threading.Event()
+                try:
+                    applied = runner.run(stop)
+                except KeyboardInterrupt:
+                    stop.set()
+                    runner.flush()
+                    applied = runner.applied
+        finally:
+            log.close()
+    else:
+        log.close()  # the topics exist; faust reads them itself
+        from .faust_app import supervise_stats
+
+        applied, restarts = supervise_stats(
+            bootstrap_or_env(bootstrap) or "", run_id, str(stats.path), idle_exit_s=until_idle, stall_s=stall_s
+        )
+        if restarts:
+            console.print(f"the faust worker was restarted {restarts} time(s)", highlight=False)
+        stats = RunStatsProjection(run_id, snapshot_path(root, run_id))  # what the worker wrote
+    console.print(f"applied {applied} records of {run_id} ({driver} driver)", highlight=False)
+    print(json.dumps(stats.summary(), sort_keys=True))
+
+
+@app.command("stats")
+@handle_errors
+def stats(run: RunArg = None, data_dir: DataDirOpt = None, backend: BackendOpt = "sqlite", bootstrap: BootstrapOpt = None) -> None:
+    """Print the per-run statistics projection (counts by type, first/last time) as JSON."""
+    root = resolve_data_dir(data_dir)
+    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    log.close()
+    path = snapshot_path(root, run_id)
+    if not path.exists():
+        raise SpadeError(f"no statistics for {run_id} yet: run `spade-engine consumers run {run_id}` first")
+    print(json.dumps(load_summary(path), sort_keys=True))

@@ -1,0 +1,314 @@
+"""The faust-streaming driver: run projections over a run's Kafka topic as a faust worker.
+
+Kafka-mode counterpart of :class:`~spade_engine.consumers.runner.EmbeddedRunner`; it calls the
+same :class:`~spade_engine.consumers.projection.Projection` objects. One faust app per run
+(``spade-projections-<run_id>``, which is also its Kafka consumer group) with one agent on the
+run's topic ``spade.<run_id>`` (raw bytes, created by the event log, never by faust).
+
+Commit after processing: the agent's stream does not ack events by itself. Applied events are
+kept pending until the projections have flushed their state with the cursor (every
+``flush_every`` events, after ``flush_interval_s`` seconds, and on shutdown); only then are they
+acked, and faust commits acked offsets. A crash therefore re-delivers at most the unflushed tail,
+which the idempotent projections ignore; records below a projection's snapshot cursor are skipped.
+Records that do not decode (or belong to another run) go to the run's dead-letter topic with the
+reason in headers.
+
+``FaustRunner(...).run()`` blocks in a faust ``Worker`` until SIGINT/SIGTERM, or with
+``idle_exit_s`` until no record arrived for that long (then it stops itself the same way).
+:func:`supervise_stats` (what ``spade-engine consumers run --backend kafka`` uses) runs the worker
+in a child process and restarts it when it dies or stops committing while records wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import faust
+
+from ..events.codec import decode_envelope
+from ..events.envelope import utc_now
+from ..events.errors import MalformedEvent
+from ..events.kafka_log import dlq_topic_for, topic_for
+from ..events.log import Cursor, Record, advance
+from .projection import Projection
+
+__all__ = ["make_app", "FaustRunner", "app_id_for", "supervise_stats"]
+
+log = logging.getLogger(__name__)
+
+
+def app_id_for(run_id: str) -> str:
+    """The faust app id (= Kafka consumer group) of a run's projections."""
+    return f"spade-projections-{run_id}"
+
+
+class _State:
+    """What the agent and the flush timer share (both run in the worker's event loop)."""
+
+    def __init__(self, projections: Sequence[Projection]):
+        self.projections = list(projections)
+        self.cursors: dict[str, Cursor] = {p.name: dict(p.position()) for p in self.projections}
+        self.pending: list[Any] = []
+        self.stream: Any = None
+        self.last_flush = time.monotonic()
+        self.last_record = time.monotonic()
+        self.applied = 0
+        self.dead = 0
+
+
+def make_app(
+    bootstrap: str,
+    run_id: str,
+    projections: Sequence[Projection],
+    *,
+    flush_every: int = 1000,
+    flush_interval_s: float = 1.0,
+    idle_exit_s: float | None = None,
+    datadir: str | None = None,
+) -> tuple[faust.App, _State]:
+    """A faust app running ``projections`` over ``run_id``'s topic; returns (app, shared state)."""
+    app = faust.App(
+        app_id_for(run_id),
+        broker=f"kafka://{bootstrap}",
+        store="memory://",
+        autodiscover=False,
+        web_enabled=False,
+        topic_replication_factor=1,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_every=flush_every,
+        broker_commit_interval=flush_interval_s,
+        datadir=datadir or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"faust-{app_id_for(run_id)}"),
+        producer_acks=-1,
+        stream_wait_empty=False,
+        # a worker that died or hung leaves the group quickly, so a replacement gets the partitions
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=1.0,  # pending (unflushed) events are re-delivered, not waited for
+    )
+    topic = app.topic(
+        topic_for(run_id), key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    dlq = app.topic(dlq_topic_for(run_id), key_serializer="raw", value_serializer="raw")
+    state = _State(projections)
+
+    async def flush() -> None:
+        for proj in state.projections:
+            proj.flush(state.cursors[proj.name])
+        pending, state.pending = state.pending, []
+        for event in pending:
+            await state.stream.ack(event)
+        state.last_flush = time.monotonic()
+
+    async def dead_letter(message: Any, reason: str) -> None:
+        headers = [
+            ("reason", reason.encode()),
+            ("source", f"{message.topic}/{message.partition}@{message.offset}".encode()),
+            ("received_at", utc_now().encode()),
+            ("source_topic", message.topic.encode()),
+            ("source_partition", str(message.partition).encode()),
+            ("source_offset", str(message.offset).encode()),
+        ]
+        fut = await dlq.send(value=message.value or b"", headers=headers)
+        await fut
+        state.dead += 1
+
+    @app.agent(topic)
+    async def project(stream: Any) -> None:
+        stream = stream.noack()
+        state.stream = stream
+        async for event in stream.events():
+            msg = event.message
+            state.last_record = time.monotonic()
+            raw = msg.value or b""
+            try:
+                env = decode_envelope(raw)
+                if env.run_id != run_id:
+                    raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {run_id!r}")
+            except MalformedEvent as exc:
+                await dead_letter(msg, str(exc))
+                await stream.ack(event)
+                continue
+            rec = Record(msg.partition, msg.offset, env, raw)
+            fed = False
+            for proj in state.projections:
+                cur = state.cursors[proj.name]
+                if rec.offset < cur.get(rec.partition, 0):
+                    continue  # already in the projection's snapshot
+                proj.apply(rec)
+                state.cursors[proj.name] = advance(cur, rec)
+                fed = True
+            state.applied += fed
+            state.pending.append(event)
+            if len(state.pending) >= flush_every or time.monotonic() - state.last_flush >= flush_interval_s:
+                await flush()
+
+    @app.timer(interval=min(flush_interval_s, 0.5))
+    async def flush_when_quiet() -> None:
+        if state.pending and time.monotonic() - state.last_flush >= flush_interval_s:
+            await flush()
+        if idle_exit_s is not None and not state.pending and time.monotonic() - state.last_record >= idle_exit_s:
+            log.info("no record for %.1fs: stopping", idle_exit_s)
+            os.kill(os.getpid(), signal.SIGTERM)  # the worker's own graceful shutdown path
+
+    @app.on_partitions_revoked.connect
+    async def before_rebalance(sender: Any, revoked: Any = None, **kwargs: Any) -> None:
+        if state.pending and state.stream is not None:
+            await flush()  # commit what was processed before partitions move
+
+    state.flush = flush  # type: ignore[attr-defined]
+    return app, state
+
+
+class FaustRunner:
+    """Run projections over a run's topic in a faust worker in this process (blocking)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        run_id: str,
+        projections: Sequence[Projection],
+        *,
+        flush_every: int = 1000,
+        flush_interval_s: float = 1.0,
+        idle_exit_s: float | None = None,
+        loglevel: str = "warning",
+    ):
+        self.bootstrap = bootstrap
+        self.run_id = run_id
+        self.loglevel = loglevel
+        self.app, self.state = make_app(
+            bootstrap,
+            run_id,
+            projections,
+            flush_every=flush_every,
+            flush_interval_s=flush_interval_s,
+            idle_exit_s=idle_exit_s,
+        )
+
+    def run(self) -> int:
+        """Start the worker; return how many records were applied when it stops."""
+        state, app = self.state, self.app
+
+        @app.on_before_shutdown.connect
+        async def _final_flush(sender: Any, **kwargs: Any) -> None:
+            for proj in state.projections:
+                proj.flush(state.cursors[proj.name])
+
+        # the worker talks on stderr: stdout stays for the command's own output
+        worker = faust.Worker(
+            app, loglevel=self.loglevel, quiet=True, redirect_stdouts=False, stdout=sys.stderr, stderr=sys.stderr
+        )
+        try:
+            worker.execute_from_commandline()
+        except SystemExit:
+            pass
+        finally:
+            try:
+                asyncio.get_event_loop_policy().set_event_loop(asyncio.new_event_loop())
+            except Exception:  # noqa: BLE001 - best effort for callers that run more loops
+                pass
+        return state.applied
+
+
+def _child(bootstrap: str, run_id: str, snapshot: str, idle_exit_s: float | None, applied: Any) -> None:
+    from .stats import RunStatsProjection
+
+    runner = FaustRunner(bootstrap, run_id, [RunStatsProjection(run_id, snapshot)], idle_exit_s=idle_exit_s)
+    applied.value = runner.run()
+
+
+def supervise_stats(
+    bootstrap: str,
+    run_id: str,
+    snapshot: str,
+    *,
+    idle_exit_s: float | None = None,
+    stall_s: float = 60.0,
+    check_every_s: float = 5.0,
+    max_restarts: int = 20,
+) -> tuple[int, int]:
+    """Run the stats projection's faust worker in a child process and keep it healthy.
+
+    The worker is restarted when it dies, or when the run's topic has records past the group's
+    committed offsets and those offsets have not moved for ``stall_s`` seconds (aiokafka can hang
+    in an offset commit after the broker is killed and restarted). A restarted worker resumes from
+    the committed offsets and its snapshot; idempotent projections make re-delivery harmless.
+    Returns (records applied, restarts).
+    """
+    import multiprocessing as mp
+
+    from ..events.errors import EventLogError
+    from ..events.kafka_log import KafkaEventLog
+
+    ctx = mp.get_context("spawn")
+    group = app_id_for(run_id)
+    applied_total = 0
+    restarts = 0
+    watch: KafkaEventLog | None = None
+
+    def lag_and_committed() -> tuple[int, dict[int, int]] | None:
+        nonlocal watch
+        try:
+            if watch is None:
+                watch = KafkaEventLog(bootstrap, run_id, create=False, connect_timeout_s=3)
+            end = watch.end_cursor()
+            committed = watch.committed(group)
+        except EventLogError:
+            if watch is not None:
+                watch.close()
+            watch = None
+            return None  # the broker is unavailable: nothing to judge now
+        return sum(max(0, o - committed.get(p, 0)) for p, o in end.items()), committed
+
+    try:
+        while True:
+            applied = ctx.Value("q", 0)
+            proc = ctx.Process(target=_child, args=(bootstrap, run_id, snapshot, idle_exit_s, applied))
+            proc.start()
+            last_committed: dict[int, int] | None = None
+            moved_at = time.monotonic()
+            stalled = interrupted = False
+            try:
+                while proc.is_alive():
+                    proc.join(check_every_s)
+                    if not proc.is_alive():
+                        break
+                    state = lag_and_committed()
+                    if state is None:
+                        continue
+                    lag, committed = state
+                    if committed != last_committed or lag == 0:
+                        last_committed, moved_at = committed, time.monotonic()
+                    elif time.monotonic() - moved_at >= stall_s:
+                        log.warning("faust worker stalled (%d records behind for %.0fs): restarting", lag, stall_s)
+                        stalled = True
+                        break
+            except KeyboardInterrupt:
+                interrupted = True  # Ctrl-C: stop the worker gracefully, then return
+            finally:
+                if proc.is_alive():
+                    proc.terminate()  # SIGTERM: the worker's graceful shutdown
+                    proc.join(20)
+                    if proc.is_alive():
+                        proc.kill()
+                        proc.join(10)
+            applied_total += applied.value
+            if interrupted:
+                return applied_total, restarts
+            if not stalled and proc.exitcode == 0:
+                state = lag_and_committed()
+                if idle_exit_s is None or state is None or state[0] == 0:
+                    return applied_total, restarts
+            restarts += 1
+            if restarts > max_restarts:
+                raise EventLogError(f"the faust worker of {run_id} failed {restarts} times; giving up")
+            time.sleep(1.0)
+    finally:
+        if watch is not None:
+            watch.close()

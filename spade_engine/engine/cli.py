@@ -1,0 +1,217 @@
+"""`spade-engine start` (run or resume the self-play loop with live progress) and `status`.
+
+Run selection for ``start``: ``--run RUN`` resumes that run; otherwise the latest run is resumed
+when it is unfinished (never stopped, interrupted, or failed), else a new run is created;
+``--new`` always creates a new run. A resumed run keeps the config recorded in its first
+RunStarted (only ``--max-envs`` and ``--plays`` apply to it; ``--plays`` affects environments not
+yet played).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..cli_common import (
+    BackendOpt,
+    BootstrapOpt,
+    DataDirOpt,
+    RunArg,
+    bootstrap_or_env,
+    check_backend,
+    console,
+    handle_errors,
+    open_run,
+    out,
+)
+from ..config import EngineConfig, load_config
+from ..errors import ConfigError
+from ..events.store import resolve_data_dir
+from .state import RunState
+
+__all__ = ["start", "status", "render_stats"]
+
+
+def _fmt(v: Any, spec: str = ".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def render_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> Any:
+    """A rich renderable summarising a run's statistics (``RunState.stats()``)."""
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    kinds = ", ".join(f"{k} {v}" for k, v in stats["invalid_kinds"].items()) or "-"
+    head.add_row("proposals", f"{stats['proposals']} ({stats['roots']} new, {stats['repairs']} repairs)")
+    head.add_row("validity", f"{stats['valid']} valid / {stats['invalid']} invalid  [dim]{kinds}[/]")
+    head.add_row(
+        "novelty",
+        f"{stats['accepted']} accepted, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}",
+    )
+    head.add_row("plays", f"{stats['plays']} plays, {stats['estimated']} environments estimated")
+    band = stats["band_share"]
+    head.add_row(
+        "regret",
+        f"mean regret {_fmt(stats['mean_regret'])}, mean win rate {_fmt(stats['mean_win_rate'], '.2f')}, "
+        f"in band [0.4, 0.6]: {'-' if band is None else f'{band:.0%}'}",
+    )
+    head.add_row("policy", str(stats["policy_version"]))
+    skills = Table(show_edge=False, box=None, header_style="bold cyan")
+    for col in ("skill", "envs", "estimated", "difficulty", "win rate", "regret"):
+        skills.add_column(col, justify="right" if col != "skill" else "left")
+    for name, s in stats["skills"].items():
+        skills.add_row(
+            name, str(s["envs"]), str(s["estimated"]), _fmt(s["last_difficulty"], ".2f"),
+            _fmt(s["mean_win_rate"], ".2f"), _fmt(s["mean_regret"]),
+        )
+    parts: list[Any] = [head]
+    if stats["skills"]:
+        parts += [Text(""), skills]
+    if extra:
+        parts.append(Text(extra, style="dim"))
+    return Panel(Group(*parts), title=title or stats["run_id"], border_style="cyan")
+
+
+@handle_errors
+def start(
+    max_envs: Annotated[Optional[int], typer.Option("--max-envs", help="Stop after this many new environments (default: run until Ctrl-C).", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Hugging Face model name or path: use the transformers policy instead of the procedural simulation.", show_default=False)] = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+    data_dir: DataDirOpt = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (defaults < file < SPADE_* env < flags).", show_default=False)] = None,
+    run: Annotated[Optional[str], typer.Option("--run", help="Resume this run (id or unique prefix).", show_default=False)] = None,
+    new: Annotated[bool, typer.Option("--new", help="Always start a new run instead of resuming the latest unfinished one.")] = False,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
+    plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays and hinted plays per environment.", show_default=False)] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the live progress panel.")] = True,
+) -> None:
+    """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
+
+    With no arguments: the embedded SQLite log in the data directory, the procedural policy (an
+    offline simulation) and the bundled corpus. Resumes the latest unfinished run (see --run,
+    --new). Ctrl-C stops cleanly (RunStopped reason=interrupted); start again to resume.
+    """
+    from .runtime import open_engine, recorded_config, resolve_start_run
+
+    b = check_backend(backend)
+    root = resolve_data_dir(data_dir)
+    boot = bootstrap_or_env(bootstrap)
+    run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
+    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays}
+    if create:
+        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
+        if model:
+            flags.update({"policy.kind": "transformers", "policy.model": model})
+        cfg = load_config(config, overrides=flags)
+    else:
+        from ..events.store import open_event_log
+
+        log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot)
+        try:
+            recorded = recorded_config(log)
+        finally:
+            log.close()
+        if recorded is None:
+            cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
+        else:
+            try:
+                cfg = EngineConfig.model_validate(recorded)
+            except Exception as exc:  # noqa: BLE001
+                raise ConfigError(f"run {run_id}: recorded config is not readable by this engine: {exc}") from None
+            cfg = cfg.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+            if model or seed is not None or config is not None:
+                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config are ignored[/]")
+    verb = "starting new run" if create else "resuming run"
+    console.print(f"[bold]{verb}[/] {run_id}  [dim](data {root}, backend {b}, policy {cfg.policy.kind})[/]")
+    with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
+        engine = opened.engine
+        t0 = time.monotonic()
+        last = [0.0]
+        live: Live | None = None
+
+        def draw(state: RunState, force: bool = False) -> None:
+            now = time.monotonic()
+            if live is None or (not force and now - last[0] < 0.25):
+                return
+            last[0] = now
+            tm = engine.ctx.timings
+            extra = (
+                f"{now - t0:.0f}s  sandbox {tm.sandbox:.1f}s  policy {tm.policy:.1f}s  embedding {tm.embedding:.1f}s  "
+                f"(max envs {cfg.loop.max_envs or 'unbounded'}; Ctrl-C stops cleanly)"
+            )
+            live.update(render_stats(state.stats((cfg.reward.band_low, cfg.reward.band_high)), title=run_id, extra=extra))
+
+        engine.on_progress = draw
+        interrupts = [0]
+
+        def on_signal(signum: int, frame: Any) -> None:
+            interrupts[0] += 1
+            if interrupts[0] > 1:
+                raise KeyboardInterrupt
+            console.print("[yellow]stopping after the current step (Ctrl-C again to abort now)...[/]")
+            engine.stop()
+
+        in_main = threading.current_thread() is threading.main_thread()
+        old = {}
+        if in_main:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old[sig] = signal.signal(sig, on_signal)
+        try:
+            if progress:
+                live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
+                live.start()
+            try:
+                reason = engine.run()
+            except KeyboardInterrupt:
+                reason = "interrupted"
+            draw(engine.state, force=True)
+        finally:
+            if live is not None:
+                live.stop()
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+        s = engine.state.stats()
+        console.print(
+            f"[bold]stopped[/] ({reason}): {s['roots']} environments, {s['accepted']} accepted, {s['plays']} plays, "
+            f"mean regret {_fmt(s['mean_regret'])}. Resume with: spade-engine start --run {run_id}"
+        )
+
+
+@handle_errors
+def status(
+    run: RunArg = None,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Summarise a run: proposals, validity, novelty, plays, regret, win-rate band, per-skill difficulty."""
+    import json
+
+    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    try:
+        state = RunState.from_log(log)
+    finally:
+        log.close()
+    stats = state.stats()
+    if as_json:
+        out.print_json(json.dumps(stats))
+        return
+    if not state.starts:
+        lifecycle = "never started"
+    elif stats["stopped"]:
+        lifecycle = f"stopped ({stats['stopped']})"
+    else:
+        lifecycle = "running, or ended without RunStopped (start resumes it)"
+    out.print(render_stats(stats, title=run_id, extra=f"{lifecycle}; {stats['starts']} start(s)"))

@@ -1,0 +1,281 @@
+"""The single-process self-play loop, resumable from the event log.
+
+One :class:`Engine` drives the stages of :mod:`.stages` for one run. Its only memory is the log:
+on start it folds the log into a :class:`~.state.RunState` and finishes whatever the last engine
+left undone (an environment proposed but not validated, plays missing, regret not estimated, a
+repair not yet asked for), then starts new environments until ``loop.max_envs`` first proposals
+exist or it is told to stop. Every stage output is appended as soon as it exists (one event per
+play), and a stage runs only when the log lacks its output, so a crash anywhere loses at most the
+work in flight and never duplicates a recorded event.
+
+Environment ids are ``<run suffix>-e<index>`` for first proposals and ``...-r<n>`` for the n-th
+repair. Projections (memory, archive) are fed from the log by an embedded runner after each
+append, so the designer's memory and the novelty check see every earlier environment.
+
+The engine only uses the :class:`~spade_engine.events.log.EventLog` protocol, so it runs on the
+SQLite and Kafka backends alike.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..blobs import BlobStore
+from ..config import EngineConfig
+from ..errors import SpadeError
+from ..events.catalogue import EventPayload, RunStarted, RunStopped
+from ..events.codec import make_envelope
+from ..events.log import EventLog
+from . import stages
+from .state import EnvState, RunState
+
+__all__ = ["Engine", "EngineLock", "env_id_for", "RunAlreadyActive"]
+
+PRODUCER = "engine"
+
+
+class RunAlreadyActive(SpadeError):
+    """Another engine process is running this run in this data directory."""
+
+
+def env_id_for(run_id: str, index: int, attempt: int = 0) -> str:
+    """Deterministic environment id of slot ``index`` (and repair ``attempt``) of a run."""
+    base = f"{run_id[-6:]}-e{index:05d}"
+    return base if attempt == 0 else f"{base}-r{attempt}"
+
+
+class EngineLock:
+    """An exclusive ``flock`` on ``<run dir>/engine.lock`` (released by the OS if the process dies)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / "engine.lock"
+        self._fh: Any = None
+
+    def acquire(self) -> "EngineLock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            raise RunAlreadyActive(f"another engine is running this run (lock {self.path} is held)") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> "EngineLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@dataclass
+class Engine:
+    """Runs the self-play loop for one run (see the module docstring).
+
+    Args:
+        log: the run's event log.
+        cfg: the resolved config (recorded in RunStarted).
+        ctx: the stage resources (policy, corpus, validator, sandbox pool, memory...).
+        runner: an embedded projection runner (``catch_up()``) feeding memory/archive, or None.
+        blobs: blob store to resolve PolicyUpdated checkpoints.
+        on_progress: called with the RunState after every recorded event.
+        parent_run_id: recorded in RunStarted for curriculum replays.
+    """
+
+    log: EventLog
+    cfg: EngineConfig
+    ctx: stages.StageContext
+    runner: Any = None
+    blobs: BlobStore | None = None
+    on_progress: Callable[[RunState], None] | None = None
+    parent_run_id: str | None = None
+    state: RunState = field(init=False)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    appended: int = 0
+
+    def __post_init__(self) -> None:
+        self.state = RunState.from_log(self.log)
+
+    # -- log helpers ---------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self.log.run_id
+
+    def _append(self, payload: EventPayload, causation_id: str | None = None) -> str:
+        env = make_envelope(payload, run_id=self.run_id, producer=PRODUCER, causation_id=causation_id)
+        self.log.append([env])
+        self.appended += 1
+        self.state.refresh(self.log)
+        if self.runner is not None:
+            self.runner.catch_up()
+        if self.on_progress is not None:
+            self.on_progress(self.state)
+        return env.event_id
+
+    def stop(self) -> None:
+        """Ask the loop to stop at the next safe point (between stages or plays)."""
+        self.stop_event.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_event.is_set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start_record(self) -> None:
+        resumed = bool(self.state.starts)
+        self._append(
+            RunStarted(
+                config=self.cfg.model_dump(mode="json"),
+                engine_version=__version__,
+                seed=self.cfg.seed,
+                backend=self.cfg.log.backend,
+                policy=self.ctx.policy.describe(),
+                resumed=resumed,
+                parent_run_id=self.parent_run_id,
+                sandbox_layers=dict(self.ctx.sandbox_layers),
+                host=socket.gethostname(),
+            )
+        )
+
+    def counts(self) -> dict[str, int]:
+        s = self.state.stats()
+        return {k: int(s[k]) for k in ("proposals", "roots", "valid", "invalid", "accepted", "plays", "estimated")}
+
+    def run(self) -> str:
+        """Record RunStarted, run until done or stopped, record RunStopped; return the reason."""
+        if self.runner is not None:
+            self.runner.catch_up()
+        self.start_record()
+        reason, detail = "max_envs", ""
+        try:
+            reason = self._loop()
+        except BaseException as exc:  # record why, then re-raise
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            reason = "interrupted" if interrupted else "error"
+            detail = "" if interrupted else f"{type(exc).__name__}: {exc}"
+            try:
+                self._append(RunStopped(reason=reason, detail=detail[:2000], counts=self.counts()))  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001 - the log itself may be what failed
+                pass
+            raise
+        self._append(RunStopped(reason=reason, detail=detail, counts=self.counts()))  # type: ignore[arg-type]
+        return reason
+
+    def _loop(self) -> str:
+        max_envs = self.cfg.loop.max_envs
+        while True:
+            if self.stopping:
+                return "interrupted"
+            self._maybe_load_policy()
+            pending = self._pending()
+            if pending is not None:
+                self._advance(pending)
+                continue
+            n = len(self.state.roots())
+            if max_envs is not None and n >= max_envs:
+                return "max_envs"
+            self._new_env(n)
+
+    # -- work selection ------------------------------------------------------------------------
+
+    def _pending(self) -> EnvState | None:
+        """The first environment (in id order) with a stage still to run."""
+        for st in self.state.proposed():
+            if self._next_stage(st) is not None:
+                return st
+        return None
+
+    def _next_stage(self, st: EnvState) -> str | None:
+        if st.regret is not None:
+            return None
+        if st.validated is None:
+            return "validate"
+        if st.repairable:
+            if st.repaired_by is None and st.proposed.attempt < self.cfg.loop.max_repairs:  # type: ignore[union-attr]
+                return "repair"
+            return None
+        if not st.accepted:
+            return None
+        if st.hint is None:
+            return "hint"
+        if self._missing_plays(st):
+            return "play"
+        return "regret"
+
+    def _missing_plays(self, st: EnvState) -> list:
+        k = self.cfg.loop.plays_per_env
+        return [s for s in stages.play_specs(self.cfg.seed, st.env_id, k) if (s.hinted, s.index) not in st.plays]
+
+    # -- stages --------------------------------------------------------------------------------
+
+    def _new_env(self, index: int) -> None:
+        env_id = env_id_for(self.run_id, index)
+        payload = stages.propose(
+            self.ctx, env_id=env_id, index=index, skill_history=self.state.skill_history,
+            recent_env=self.state.recent_accepted,
+        )
+        self._append(payload)
+
+    def _advance(self, st: EnvState) -> None:
+        stage = self._next_stage(st)
+        p = st.proposed
+        assert p is not None
+        if stage == "validate":
+            self._append(stages.validate(self.ctx, p), causation_id=st.proposed_id)
+        elif stage == "repair":
+            env_id = env_id_for(self.run_id, _index_of(p.env_id), p.attempt + 1)
+            payload = stages.propose_repair(
+                self.ctx, env_id=env_id, failed=p, verdict=st.validated, skill_history=self.state.skill_history  # type: ignore[arg-type]
+            )
+            self._append(payload, causation_id=st.validated_id)
+        elif stage == "hint":
+            self._append(stages.write_hint(self.ctx, p), causation_id=st.validated_id)
+        elif stage == "play":
+            hint_id = st.hint_id
+
+            def on_done(payload):
+                self._append(payload, causation_id=hint_id)
+
+            stages.play(self.ctx, p, st.hint, self._missing_plays(st), on_done=on_done, should_stop=lambda: self.stopping)  # type: ignore[arg-type]
+        elif stage == "regret":
+            plays = [st.plays[key] for key in sorted(st.plays)]
+            self._append(stages.estimate_regret(p, plays, self.cfg.reward), causation_id=st.hint_id)
+
+    def _maybe_load_policy(self) -> None:
+        """Switch to the newest PolicyUpdated version announced in the log (from the trainer)."""
+        if not self.state.policy_updates:
+            return
+        latest = self.state.policy_updates[-1]
+        if latest.version == self.ctx.policy.version:
+            return
+        path = None
+        if latest.checkpoint is not None and self.blobs is not None:
+            path = str(self.blobs.resolve(latest.checkpoint))
+        self.ctx.policy.load_version(latest.version, path)
+
+
+def _index_of(env_id: str) -> int:
+    part = env_id.split("-e", 1)[1]
+    return int(part.split("-", 1)[0])
+

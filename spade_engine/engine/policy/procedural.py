@@ -1,0 +1,212 @@
+"""The PROCEDURAL policy: a labelled SIMULATION of an LLM, for the offline first run and tests.
+
+It implements the :class:`~spade_engine.engine.policy.base.Policy` protocol without a model:
+
+* as **designer** it writes real environment code in the SPADE format from the skill families of
+  :mod:`.procedural_families` (>= 6), with difficulty knobs. When ``adaptive``, it sets each
+  skill's difficulty from the per-skill history of (difficulty, plain win rate, regret) the engine
+  passes in ``context["skill_history"]`` (built from RegretEstimated events), steering toward the
+  frontier band; otherwise it uses the engine's nominal target difficulty (a fixed-difficulty
+  control). A share of proposals (``defect_rate``) carries a deliberate defect (syntax error, crash,
+  hang, broken contract, wrong solution, nondeterminism) to exercise validation and repairs; a
+  repair request returns a corrected environment with probability ``repair_success``;
+* as **hinter** it writes the family's strategy hint (strategy and action format, no answer);
+* as **agent** it plays with a configurable ``skill``: per episode it solves with probability
+  ``clip(0.5 + 2 * (skill + aptitude + hint_gain * hinted - difficulty), 0.02, 0.98)``, finding
+  correct actions by parsing observations (never by executing environment code); otherwise it
+  makes a family-typical mistake. It reads the difficulty and skill from the context.
+
+It produces no tokens (empty token lists). Everything is seeded from request seeds, so a resumed
+run makes the same choices.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from .base import PolicyRequest, Sample
+from .procedural_families import FAMILIES, Family, family_of_code, render
+
+__all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS"]
+
+DEFECTS = ("syntax", "crash", "timeout", "contract", "unsolvable", "nondeterministic")
+
+START_DIFFICULTY = 0.5
+ADAPT_GAIN = 0.6
+ADAPT_WINDOW = 3
+
+
+def adapt_difficulty(
+    history: Sequence[tuple[float, float, float]],
+    *,
+    start: float = START_DIFFICULTY,
+    band: tuple[float, float] = (0.4, 0.6),
+) -> float:
+    """Next difficulty for a skill from its history of ``(difficulty, win_rate_plain, regret)``.
+
+    Each past environment suggests ``difficulty + gain * (win_rate - 0.5)`` (harder when the agent
+    wins too often, easier when it loses); inside the band with little regret it nudges harder, as
+    harder frontier environments leave more room for the hint. The suggestion is the mean over the
+    last few environments, clipped to [0, 1]. A pure function of the history.
+    """
+    if not history:
+        return start
+    lo, hi = band
+    targets = []
+    for d, w, r in history[-ADAPT_WINDOW:]:
+        t = d + ADAPT_GAIN * (w - 0.5)
+        if lo <= w <= hi and r < 0.1:
+            t += 0.03
+        targets.append(t)
+    return min(1.0, max(0.0, sum(targets) / len(targets)))
+
+
+def _inject_defect(code: str, kind: str, rng: random.Random) -> str:
+    if kind == "syntax":
+        return code.replace("    def step(self, action):", "    def step(self, action)", 1)
+    if kind == "crash":
+        return code.replace(
+            "        self.turn_count += 1\n", "        self.turn_count += 1\n        _ = 1 // (self.turn_count - self.turn_count)\n", 1
+        )
+    if kind == "timeout":
+        return code.replace("        self.turn_count += 1\n", "        self.turn_count += 1\n        while True:\n            pass\n", 1)
+    if kind == "contract":
+        return re.sub(r"^class (\w+)Env:", r"class \1Game:", code, count=1, flags=re.M).replace(
+            "return \"Correct.\", 1.0, True, False, {}", "return \"Correct.\", 1.0", 1
+        )
+    if kind == "unsolvable":
+        return code.replace("    def solution(self):\n", "    def solution(self):\n        return [_boxed('no idea')]\n", 1)
+    if kind == "nondeterministic":
+        return code.replace("rng = random.Random(0 if seed is None else seed)", "rng = random.Random()", 1)
+    raise ValueError(kind)
+
+
+class ProceduralPolicy:
+    """A simulation policy (no model) implementing the Policy protocol. See the module docstring."""
+
+    kind = "procedural"
+
+    def __init__(
+        self,
+        *,
+        skill: float = 0.7,
+        hint_gain: float = 0.25,
+        adaptive: bool = True,
+        defect_rate: float = 0.15,
+        repair_success: float = 0.8,
+        band: tuple[float, float] = (0.4, 0.6),
+    ):
+        self.skill = skill
+        self.hint_gain = hint_gain
+        self.adaptive = adaptive
+        self.defect_rate = defect_rate
+        self.repair_success = repair_success
+        self.band = band
+        self._version = "v0"
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def load_version(self, version: str, checkpoint: str | None) -> None:
+        """A simulation has no weights: only the version label changes."""
+        self._version = version
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "simulation": True,
+            "note": "procedural policy: template environments and a simulated agent, not an LLM",
+            "agent_skill": self.skill,
+            "hint_gain": self.hint_gain,
+            "adaptive": self.adaptive,
+            "defect_rate": self.defect_rate,
+            "repair_success": self.repair_success,
+            "families": sorted(FAMILIES),
+        }
+
+    def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
+        out = []
+        for req in requests:
+            if req.role == "designer":
+                text = self._design(req)
+            elif req.role == "hinter":
+                text = self._hint(req)
+            else:
+                text = self._act(req)
+            out.append(Sample(text=text, finish_reason="stop"))
+        return out
+
+    # -- designer ------------------------------------------------------------------------------
+
+    def difficulty_for(self, skill: str, context: dict[str, Any]) -> float:
+        """The difficulty this designer will use for ``skill`` given the engine's context."""
+        if self.adaptive:
+            hist = [tuple(map(float, h)) for h in context.get("skill_history", [])]
+            return adapt_difficulty(hist, band=self.band)  # type: ignore[arg-type]
+        return float(context.get("difficulty", 0.5))
+
+    def _design(self, req: PolicyRequest) -> str:
+        ctx = req.context
+        rng = random.Random(req.seed if req.seed is not None else 0)
+        family = FAMILIES.get(str(ctx.get("skill"))) or FAMILIES[rng.choice(sorted(FAMILIES))]
+        repair = ctx.get("repair")
+        if repair:
+            prev = str(repair.get("code", ""))
+            fam = family_of_code(prev) or family
+            m = re.search(r"^# difficulty: ([0-9.]+)", prev, re.M)
+            d = float(m.group(1)) if m else self.difficulty_for(fam.name, ctx)
+            code = render(fam, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"), turn_limit=int(ctx.get("turn_limit", 8)))
+            if rng.random() >= self.repair_success:
+                code = _inject_defect(code, rng.choice(DEFECTS), rng)
+            return f"Here is the corrected environment.\n\n```python\n{code}```\n"
+        d = self.difficulty_for(family.name, ctx)
+        d = min(1.0, max(0.0, d + rng.uniform(-0.03, 0.03)))
+        code = render(family, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"), turn_limit=int(ctx.get("turn_limit", 8)))
+        if rng.random() < self.defect_rate:
+            code = _inject_defect(code, rng.choice(DEFECTS), rng)
+        return f"```python\n{code}```\n"
+
+    # -- hinter --------------------------------------------------------------------------------
+
+    def _hint(self, req: PolicyRequest) -> str:
+        code = str(req.context.get("code", "")) or (req.messages[-1]["content"] if req.messages else "")
+        fam = family_of_code(code)
+        if fam is None:
+            return "Read the observation for the list of allowed actions and reply with exactly one \\boxed{<action>} per turn."
+        return fam.hint
+
+    # -- agent ---------------------------------------------------------------------------------
+
+    def solve_probability(self, family: Family | None, difficulty: float, hinted: bool) -> float:
+        aptitude = family.aptitude if family else -1.0
+        x = self.skill + aptitude + (self.hint_gain if hinted else 0.0) - difficulty
+        return min(0.98, max(0.02, 0.5 + 2.0 * x))
+
+    def _act(self, req: PolicyRequest) -> str:
+        ctx = req.context
+        obs = str(ctx.get("observation") or (req.messages[-1]["content"] if req.messages else ""))
+        family = FAMILIES.get(str(ctx.get("skill")))
+        difficulty = float(ctx.get("difficulty", 0.5))
+        hinted = bool(ctx.get("hint"))
+        episode = random.Random(f"agent:{ctx.get('env_id')}:{ctx.get('play_seed')}:{int(hinted)}")
+        p = self.solve_probability(family, difficulty, hinted)
+        solves = episode.random() < p
+        turn = int(ctx.get("turn", 0))
+        turn_rng = random.Random(req.seed if req.seed is not None else turn)
+        correct = family.solve(obs) if family else None
+        if correct is not None and solves:
+            action = correct
+        elif family is not None:
+            action = family.wrong(turn_rng, obs, correct)
+        else:
+            action = turn_rng.choice(["1", "yes", "help", "look"])
+        return f"Let me think about it. \\boxed{{{action}}}"
+
+
+def _doc(ctx: dict[str, Any], field: str) -> str:
+    doc = ctx.get("document") or {}
+    return str(doc.get(field, "")) if isinstance(doc, dict) else ""

@@ -1,0 +1,276 @@
+"""The episode runner: plays one environment through a sandbox session with the agent policy.
+
+An episode: ``reset(seed)`` in the sandbox; the first observation (with the privileged hint
+appended for hinted plays) becomes the first user message; each turn the agent answers, the
+``\\boxed{...}`` action is parsed from its reply and sent to ``step()``; the episode ends when the
+environment terminates or truncates, at the turn limit, or when a step times out or the sandbox
+crashes. Episode reward = last step reward clipped to [-1, 1] if terminated, else 0.
+
+Plays of one environment run in lockstep (one batched ``generate`` per turn across the plays that
+are still going), so batched LLM backends are used efficiently.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..events.catalogue import RolloutCompleted, Turn
+from .policy.base import Policy, PolicyRequest, Sample
+from .regret import episode_reward
+
+__all__ = [
+    "AGENT_SYSTEM_PROMPT",
+    "HINT_PREFIX",
+    "parse_boxed",
+    "to_action",
+    "first_user_message",
+    "Session",
+    "PlaySpec",
+    "play_episodes",
+]
+
+AGENT_SYSTEM_PROMPT = (
+    "You are playing an interactive text environment. Each turn you see an observation. Think "
+    "briefly, then reply with exactly one action wrapped as \\boxed{<action>}. The environment "
+    "only reads the last \\boxed{...} in your reply."
+)
+HINT_PREFIX = "\n\nHint: "
+
+_BOXED = re.compile(r"\\boxed\s*\{")
+
+
+def parse_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` in ``text`` (nested braces allowed), else ``None``."""
+    last = None
+    for m in _BOXED.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+            i += 1
+        if depth == 0:
+            last = text[m.end() : i - 1].strip()
+    return last
+
+
+def to_action(reply: str) -> str:
+    """The action sent to ``step()``: ``\\boxed{content}`` when the reply has one, else the raw
+    reply (the environment decides what to do with it)."""
+    content = parse_boxed(reply)
+    return f"\\boxed{{{content}}}" if content is not None else reply.strip()
+
+
+def first_user_message(observation: str, hint: str | None) -> str:
+    """The first observation, with the privileged hint appended for hinted plays."""
+    return observation + (HINT_PREFIX + hint if hint else "")
+
+
+class Session(Protocol):
+    """What the runner needs from a sandbox session (see ``SandboxPool.open_session``)."""
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict]: ...
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]: ...
+
+
+SessionFactory = Callable[[], Any]
+"""Returns a context manager yielding a :class:`Session` on the environment being played."""
+
+
+@dataclass(frozen=True)
+class PlaySpec:
+    """One play to run: which index, hinted or not, which seed."""
+
+    index: int
+    hinted: bool
+    seed: int
+
+
+@dataclass
+class _Episode:
+    spec: PlaySpec
+    cm: Any = None
+    session: Any = None
+    messages: list[dict[str, str]] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    last_obs: str = ""
+    terminated: bool = False
+    truncated: bool = False
+    step_timeout: bool = False
+    error: str | None = None
+    done: bool = False
+    started: float = 0.0
+    seconds: float = 0.0
+    sandbox_seconds: float = 0.0
+
+
+def _close(ep: _Episode) -> None:
+    if ep.cm is not None:
+        try:
+            ep.cm.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - a broken session must not stop the other plays
+            pass
+        ep.cm = None
+
+
+def play_episodes(
+    *,
+    concurrency: int | None = None,
+    env_id: str,
+    specs: Sequence[PlaySpec],
+    open_session: SessionFactory,
+    policy: Policy,
+    hint: str | None,
+    turn_limit: int,
+    context: dict[str, Any] | None = None,
+    timeout_errors: tuple[type[BaseException], ...] = (),
+    crash_errors: tuple[type[BaseException], ...] = (),
+    on_done: Callable[[RolloutCompleted, float], None] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> list[RolloutCompleted]:
+    """Run ``specs`` in lockstep and return one RolloutCompleted payload per finished play.
+
+    At most ``concurrency`` sessions are open at once (groups run one after the other).
+
+    ``on_done(payload, sandbox_seconds)`` is called as soon as each play finishes (the loop
+    appends it to the log right away). If ``should_stop()`` turns true, plays not finished yet are
+    abandoned (no event): a resumed run plays them again from the start.
+    """
+    if concurrency and len(specs) > concurrency:
+        out: list[RolloutCompleted] = []
+        for i in range(0, len(specs), concurrency):
+            if should_stop():
+                break
+            out.extend(
+                play_episodes(
+                    env_id=env_id, specs=specs[i : i + concurrency], open_session=open_session, policy=policy,
+                    hint=hint, turn_limit=turn_limit, context=context, timeout_errors=timeout_errors,
+                    crash_errors=crash_errors, on_done=on_done, should_stop=should_stop,
+                )
+            )
+        return out
+    context = dict(context or {})
+    eps = [_Episode(spec=s) for s in specs]
+    results: list[RolloutCompleted] = []
+
+    def finish(ep: _Episode) -> None:
+        ep.done = True
+        _close(ep)
+        ep.seconds = time.perf_counter() - ep.started
+        last = ep.turns[-1].reward if ep.turns else None
+        payload = RolloutCompleted(
+            env_id=env_id,
+            play_id=f"{env_id}/{'h' if ep.spec.hinted else 'p'}{ep.spec.index}",
+            hinted=ep.spec.hinted,
+            seed=ep.spec.seed,
+            policy_version=policy.version,
+            episode_reward=episode_reward(last, ep.terminated),
+            turns=ep.turns,
+            terminated=ep.terminated,
+            truncated=ep.truncated,
+            step_timeout=ep.step_timeout,
+            error=ep.error,
+            seconds=round(ep.seconds, 6),
+            index=ep.spec.index,
+        )
+        results.append(payload)
+        if on_done is not None:
+            on_done(payload, ep.sandbox_seconds)
+
+    def fail(ep: _Episode, exc: BaseException) -> None:
+        if timeout_errors and isinstance(exc, timeout_errors):
+            ep.step_timeout = True
+            ep.error = f"step timeout: {exc}"
+        elif crash_errors and isinstance(exc, crash_errors):
+            ep.error = f"sandbox crash: {exc}"
+        else:
+            ep.error = f"{type(exc).__name__}: {exc}"
+        finish(ep)
+
+    try:
+        for ep in eps:  # open and reset every play
+            ep.started = time.perf_counter()
+            t0 = time.perf_counter()
+            try:
+                ep.cm = open_session()
+                ep.session = ep.cm.__enter__()
+                obs, _info = ep.session.reset(seed=ep.spec.seed)
+            except Exception as exc:  # noqa: BLE001
+                ep.sandbox_seconds += time.perf_counter() - t0
+                fail(ep, exc)
+                continue
+            ep.sandbox_seconds += time.perf_counter() - t0
+            ep.last_obs = str(obs)
+            ep.messages = [
+                {"role": "system", "content": AGENT_SYSTEM_PROMPT},
+                {"role": "user", "content": first_user_message(str(obs), hint if ep.spec.hinted else None)},
+            ]
+        for turn in range(turn_limit):
+            live = [ep for ep in eps if not ep.done]
+            if not live or should_stop():
+                break
+            requests = [
+                PolicyRequest(
+                    role="agent",
+                    messages=list(ep.messages),
+                    context={
+                        **context,
+                        "env_id": env_id,
+                        "play_seed": ep.spec.seed,
+                        "hinted": ep.spec.hinted,
+                        "hint": hint if ep.spec.hinted else None,
+                        "turn": turn,
+                        "observation": ep.last_obs,
+                    },
+                    seed=(ep.spec.seed * 1009 + turn) & 0x7FFFFFFF,
+                )
+                for ep in live
+            ]
+            samples: list[Sample] = policy.generate(requests)
+            for ep, sample in zip(live, samples):
+                action = to_action(sample.text)
+                t0 = time.perf_counter()
+                try:
+                    obs, reward, term, trunc, _info = ep.session.step(action)
+                except Exception as exc:  # noqa: BLE001
+                    ep.sandbox_seconds += time.perf_counter() - t0
+                    ep.turns.append(
+                        Turn(observation=ep.last_obs, action=action, reward=0.0, generation=sample.generation(),
+                             step_seconds=round(time.perf_counter() - t0, 6))
+                    )
+                    fail(ep, exc)
+                    continue
+                dt = time.perf_counter() - t0
+                ep.sandbox_seconds += dt
+                ep.turns.append(
+                    Turn(
+                        observation=ep.last_obs,
+                        action=action,
+                        reward=float(reward),
+                        terminated=bool(term),
+                        truncated=bool(trunc),
+                        generation=sample.generation(),
+                        step_seconds=round(dt, 6),
+                    )
+                )
+                ep.last_obs = str(obs)
+                ep.messages.append({"role": "assistant", "content": sample.text})
+                ep.messages.append({"role": "user", "content": str(obs)})
+                if term or trunc:
+                    ep.terminated, ep.truncated = bool(term), bool(trunc)
+                    finish(ep)
+        if not should_stop():
+            for ep in eps:
+                if not ep.done:  # turn limit reached
+                    ep.truncated = True
+                    finish(ep)
+    finally:
+        for ep in eps:
+            _close(ep)
+    return results

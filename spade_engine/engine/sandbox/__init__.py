@@ -1,0 +1,37 @@
+"""The sandbox for model-written environments: pre-forked isolated workers (pool.py), the worker
+process itself (worker.py), framing, isolation layers, episode sessions and parent-side grading.
+
+    from spade_engine.engine.sandbox import SandboxPool
+    with SandboxPool(config.sandbox) as pool, pool.open_session(source) as s:
+        obs, info = s.reset(seed=0)
+        obs, reward, terminated, truncated, info = s.step("\\\\boxed{42}")
+"""
+
+from .errors import EnvError, ErrorKind, IsolationError, PoolExhausted, SandboxCrash, SandboxError, StepTimeout
+from .isolation import LAYERS, SandboxLayers
+from .pool import SandboxPool, Task
+from .session import Session
+
+__all__ = [
+    "SandboxPool",
+    "Session",
+    "SandboxEnv",
+    "Task",
+    "SandboxError",
+    "StepTimeout",
+    "SandboxCrash",
+    "EnvError",
+    "IsolationError",
+    "PoolExhausted",
+    "ErrorKind",
+    "LAYERS",
+    "SandboxLayers",
+]
+
+
+def __getattr__(name: str):  # SandboxEnv imports gymnasium: only when asked for
+    if name == "SandboxEnv":
+        from .gym_env import SandboxEnv
+
+        return SandboxEnv
+    raise AttributeError(name)

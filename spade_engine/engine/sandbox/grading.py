@@ -1,0 +1,125 @@
+"""Grading in the engine's process of what a task sent back: the untrusted side only encodes
+values, this side decides whether they meet the contract (observation a str, reward a finite
+number in range, flags bools, info a dict, right tuple shape) and which class is the environment.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import EnvError, ErrorKind
+
+__all__ = ["REWARD_RANGE", "StepResult", "unwrap_text", "decode_reset", "decode_step", "check_reward", "select_env_class"]
+
+REWARD_RANGE = (-1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A decoded step; ``reward_problem`` is set (and ``reward`` 0.0) when the reward was unusable."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+    reward_problem: str | None = None
+
+    def as_tuple(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return self.observation, self.reward, self.terminated, self.truncated, self.info
+
+
+def _contract(msg: str) -> EnvError:
+    return EnvError(msg, kind=ErrorKind.CONTRACT)
+
+
+def _unwrap(wire: Any, what: str) -> Any:
+    if not isinstance(wire, dict):
+        raise _contract(f"{what}: malformed reply")
+    if "bad" in wire:
+        raise _contract(f"{what}: {str(wire['bad'])[:300]}")
+    if "v" not in wire:
+        raise _contract(f"{what}: malformed reply")
+    return wire["v"]
+
+
+def unwrap_text(wire: Any, what: str = "observation") -> str:
+    v = _unwrap(wire, what)
+    if type(v) is not str:
+        raise _contract(f"{what} must be str")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _contract(f"{what} is not valid Unicode text (unpaired surrogates)") from None
+    return v
+
+
+def _flag(wire: Any, what: str) -> bool:
+    v = _unwrap(wire, what)
+    if type(v) is not bool:
+        raise _contract(f"{what} must be bool")
+    return v
+
+
+def _info(wire: Any, what: str) -> dict[str, Any]:
+    v = _unwrap(wire, what)
+    if type(v) is not dict:
+        raise _contract(f"{what} must be a dict")
+    return v
+
+
+def decode_reset(frame: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(observation, info) from a reset reply, or EnvError(contract)."""
+    return unwrap_text(frame.get("obs"), "reset() observation"), _info(frame.get("info"), "reset() info")
+
+
+def decode_step(frame: dict[str, Any]) -> StepResult:
+    """A step reply with every field checked except the reward's value (see :func:`check_reward`)."""
+    obs = unwrap_text(frame.get("obs"), "step() observation")
+    terminated = _flag(frame.get("terminated"), "step() terminated")
+    truncated = _flag(frame.get("truncated"), "step() truncated")
+    info = _info(frame.get("info"), "step() info")
+    wire = frame.get("reward")
+    problem = None
+    reward = 0.0
+    if isinstance(wire, dict) and "bad" in wire:
+        problem = str(wire["bad"])[:300]
+    elif isinstance(wire, dict) and type(wire.get("v")) in (int, float):
+        reward = float(wire["v"])
+    else:
+        problem = "reward: malformed reply"
+    return StepResult(obs, reward, terminated, truncated, info, problem)
+
+
+def check_reward(result: StepResult, reward_range: tuple[float, float] = REWARD_RANGE) -> str | None:
+    """Why the reward is unacceptable (None when it is a finite number within range)."""
+    if result.reward_problem:
+        return result.reward_problem
+    lo, hi = reward_range
+    if not math.isfinite(result.reward):
+        return f"reward is not finite: {result.reward}"
+    if not lo <= result.reward <= hi:
+        return f"reward {result.reward:g} is outside [{lo:g}, {hi:g}]"
+    return None
+
+
+def select_env_class(classes: list[dict[str, Any]]) -> tuple[str | None, str]:
+    """The environment class among a module's top-level classes, or (None, why not).
+
+    Candidates: classes whose name ends in ``Env`` or that derive from ``gym.Env``/``gymnasium.Env``.
+    A candidate that another candidate derives from (a helper base class) is not counted.
+    """
+    def is_gym_base(b: str) -> bool:
+        return b in ("gym.Env", "gymnasium.Env", "Env") or b.endswith(".Env")
+
+    cands = [c for c in classes if str(c.get("name", "")).endswith("Env") or any(is_gym_base(str(b)) for b in c.get("bases", []))]
+    names = {str(c["name"]) for c in cands}
+    used_as_base = {str(b).rpartition(".")[2] for c in cands for b in c.get("bases", [])}
+    leaves = [c for c in cands if str(c["name"]) not in used_as_base or len(names) == 1]
+    if len(leaves) == 1:
+        return str(leaves[0]["name"]), f"found {leaves[0]['name']} (line {leaves[0].get('lineno')})"
+    if not leaves:
+        return None, "no environment class (a class whose name ends in 'Env' or that subclasses gymnasium.Env)"
+    return None, "more than one environment class: " + ", ".join(str(c["name"]) for c in leaves)

@@ -1,0 +1,331 @@
+"""The isolation layers of a sandbox worker, applied once per worker, and the report of which
+ones are active on this machine.
+
+Layers (each one detected, never assumed):
+
+=================  ===========================================================================
+``process_group``  the worker leads its own session; the engine kills the whole group
+``pid_namespace``  tasks run in a private PID namespace whose init is the worker: killing it
+                   kills every process the environment made, even ones that left the group
+``net_namespace``  a network namespace with no configured interface (connect() is unreachable)
+``mount_namespace`` private mounts (the layers below need it)
+``readonly_fs``    every mount read-only inside the worker
+``hidden_home``    empty tmpfs over /root and /home (the interpreter is bound back read-only)
+``private_tmp``    a size- and inode-limited tmpfs on /tmp, invisible outside
+``uid_drop``       code runs as an unprivileged uid/gid with no supplementary groups
+``no_new_privs``   no set-uid escalation (prctl PR_SET_NO_NEW_PRIVS)
+``rlimit_as``      address-space limit (memory)
+``rlimit_cpu``     CPU-seconds limit per task
+``rlimit_fsize``   largest file it may write
+``rlimit_nofile``  open-file limit
+``rlimit_nproc``   process/thread limit (holds only after the uid drop)
+``scrubbed_env``   only a few fixed environment variables are passed in
+``audit_hook``     a Python audit hook kills the task on processes, sockets, ctypes, signals to
+                   others and file writes outside the temp dir (reported as ``forbidden``)
+=================  ===========================================================================
+
+Imported by the untrusted worker as a plain module: standard library only, no relative imports.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import sys
+from typing import Any, Iterable
+
+__all__ = ["LAYERS", "SandboxLayers", "SCRUBBED_ENV_KEYS", "scrubbed_environ", "enter_namespaces", "confine"]
+
+LAYERS: tuple[str, ...] = (
+    "process_group",
+    "pid_namespace",
+    "net_namespace",
+    "mount_namespace",
+    "readonly_fs",
+    "hidden_home",
+    "private_tmp",
+    "uid_drop",
+    "no_new_privs",
+    "rlimit_as",
+    "rlimit_cpu",
+    "rlimit_fsize",
+    "rlimit_nofile",
+    "rlimit_nproc",
+    "scrubbed_env",
+    "audit_hook",
+)
+
+SCRUBBED_ENV_KEYS = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "HOME",
+    "TMPDIR",
+    "PYTHONHASHSEED",
+    "PYTHONDONTWRITEBYTECODE",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "TOKENIZERS_PARALLELISM",
+    "MALLOC_ARENA_MAX",
+)
+
+
+class SandboxLayers(dict):
+    """``{layer_name: active}`` for every name in :data:`LAYERS`."""
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> "SandboxLayers":
+        return cls({name: bool(data.get(name, False)) for name in LAYERS})
+
+    @classmethod
+    def intersect(cls, reports: Iterable[dict[str, Any]]) -> "SandboxLayers":
+        """A layer is active for a pool only if it is active in every worker."""
+        reports = list(reports)
+        return cls({name: bool(reports) and all(r.get(name, False) for r in reports) for name in LAYERS})
+
+    def missing(self) -> list[str]:
+        return [name for name in LAYERS if not self.get(name, False)]
+
+
+def scrubbed_environ(tmp: str = "/tmp") -> dict[str, str]:
+    """The whole environment a worker gets: nothing of the engine's is passed through."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": tmp,
+        "TMPDIR": tmp,
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "MALLOC_ARENA_MAX": "2",  # threads would otherwise reserve 64 MiB arenas under RLIMIT_AS
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# libc
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+_SYS_MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}
+
+_libc: Any = None
+
+
+def _lib() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_lib().unshare(ctypes.c_int(flags)), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_lib().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def prctl(option: int, arg: int) -> None:
+    _check(_lib().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl")
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _readonly_everything() -> None:
+    """mount_setattr(2) the whole tree read-only and nosuid (Linux >= 5.12)."""
+    nr = _SYS_MOUNT_SETATTR.get(os.uname().machine)
+    if nr is None:
+        raise OSError("mount_setattr: unknown syscall number on this architecture")
+    attr = _MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)  # not nodev: /dev/null stays usable
+    rc = _lib().syscall(ctypes.c_long(nr), ctypes.c_int(AT_FDCWD), b"/", ctypes.c_uint(AT_RECURSIVE), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)))
+    _check(rc, "mount_setattr")
+
+
+# ---------------------------------------------------------------------------------------------
+# The layers
+
+
+def _needed_paths(extra: Iterable[str]) -> list[str]:
+    """Directories the interpreter must still read once homes are hidden (outermost only)."""
+    cands = {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path, *extra) if p}
+    cands = {p for p in cands if os.path.isdir(p)}
+    out: list[str] = []
+    for p in sorted(cands, key=len):
+        if not any(p == q or p.startswith(q + "/") for q in out):
+            out.append(p)
+    return out
+
+
+def _hide_homes(extra: Iterable[str]) -> None:
+    keep = _needed_paths(extra)
+    for home in ("/root", "/home"):
+        if not os.path.isdir(home):
+            continue
+        inside = [p for p in keep if p.startswith(home + "/")]
+        fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in inside]
+        try:
+            mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=256,mode=755")
+            for p, fd in zip(inside, fds):
+                os.makedirs(p, exist_ok=True)
+                mount(f"/proc/self/fd/{fd}", p, None, MS_BIND | MS_REC)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, str]]:
+    """Run in the worker's first process (still root): new namespaces and the private file
+    system. Namespaces apply to this process (net, mounts) and to its next child (pid).
+    Returns (layers, details of what failed)."""
+    layers: dict[str, bool] = {}
+    detail: dict[str, str] = {}
+    layers["process_group"] = os.getpgid(0) == os.getpid()
+    if not opts.get("isolate", True):
+        return layers, {"isolate": "disabled by the caller"}
+    for name, flag in (("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("pid_namespace", CLONE_NEWPID)):
+        try:
+            unshare(flag)
+            layers[name] = True
+        except OSError as exc:
+            layers[name] = False
+            detail[name] = str(exc)
+    if layers.get("net_namespace"):
+        try:
+            names = [n for _, n in __import__("socket").if_nameindex()]
+            layers["net_namespace"] = names in ([], ["lo"])
+        except OSError as exc:
+            detail["net_namespace"] = str(exc)
+    if layers["mount_namespace"]:
+        try:
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+        except OSError as exc:
+            layers["mount_namespace"] = False
+            detail["mount_namespace"] = str(exc)
+    if layers["mount_namespace"]:
+        for name, fn in (
+            ("hidden_home", lambda: _hide_homes(opts.get("keep_paths", []))),
+            ("readonly_fs", _readonly_everything),
+            (
+                "private_tmp",
+                lambda: mount(
+                    "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+                    f"size={int(opts.get('tmp_size_mb', 64))}m,nr_inodes={int(opts.get('tmp_inodes', 4096))},mode=1777",
+                ),
+            ),
+        ):
+            try:
+                fn()
+                layers[name] = True
+            except OSError as exc:
+                layers[name] = False
+                detail[name] = str(exc)
+    return layers, detail
+
+
+def confine(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str]) -> None:
+    """Run in the worker's long-lived process after its imports: /proc of its own PID namespace,
+    no_new_privs, the uid drop and the rlimits. Updates ``layers``/``detail`` in place."""
+    isolate = opts.get("isolate", True)
+    dropped = False
+    if isolate and layers.get("pid_namespace") and layers.get("mount_namespace"):
+        try:
+            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except OSError as exc:
+            detail["proc"] = str(exc)
+    if isolate:
+        try:
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            layers["no_new_privs"] = True
+        except OSError as exc:
+            layers["no_new_privs"] = False
+            detail["no_new_privs"] = str(exc)
+        uid = int(opts.get("uid", 65534))
+        try:
+            dropped = os.getuid() == 0
+            if dropped:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            layers["uid_drop"] = os.getuid() != 0 and os.geteuid() != 0 and os.getgid() != 0
+            if not layers["uid_drop"]:
+                detail["uid_drop"] = "still root"
+        except OSError as exc:
+            layers["uid_drop"] = False
+            detail["uid_drop"] = str(exc)
+        try:
+            prctl(PR_SET_DUMPABLE, 0)
+        except OSError:
+            pass
+    mb = 1 << 20
+    limits = {
+        "rlimit_as": (resource.RLIMIT_AS, int(opts.get("memory_mb", 1024)) * mb),
+        "rlimit_fsize": (resource.RLIMIT_FSIZE, int(opts.get("file_size_mb", 16)) * mb),
+        "rlimit_nofile": (resource.RLIMIT_NOFILE, int(opts.get("open_files", 64))),
+        "rlimit_nproc": (resource.RLIMIT_NPROC, int(opts.get("max_processes", 64))),
+    }
+    if isolate and not dropped:
+        # RLIMIT_NPROC counts every process of the uid: for a user's own uid it would cap the
+        # user's whole session, not the worker. It only means something after our own uid drop.
+        limits.pop("rlimit_nproc")
+        layers["rlimit_nproc"] = False
+        detail["rlimit_nproc"] = "not started as root: no private uid to count processes against"
+    for name, (res, value) in limits.items():
+        if not isolate:
+            layers[name] = False
+            continue
+        try:
+            resource.setrlimit(res, (value, value))
+            layers[name] = True
+        except (OSError, ValueError) as exc:
+            layers[name] = False
+            detail[name] = str(exc)
+    if layers.get("rlimit_nproc") and not layers.get("uid_drop"):
+        layers["rlimit_nproc"] = False
+        detail["rlimit_nproc"] = "ignored by the kernel for uid 0"
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (OSError, ValueError):
+        pass
+    layers["rlimit_cpu"] = bool(isolate)  # applied per task, in the task process
+    allowed = set(SCRUBBED_ENV_KEYS)
+    extra = sorted(set(opts.get("start_env", os.environ)) - allowed)  # as the process started
+    layers["scrubbed_env"] = not extra
+    if extra:
+        detail["scrubbed_env"] = "unexpected variables: " + ", ".join(extra[:10])
+    layers["audit_hook"] = bool(isolate) and hasattr(sys, "addaudithook")

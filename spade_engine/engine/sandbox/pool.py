@@ -1,0 +1,585 @@
+"""SandboxPool: pre-forked, isolated, reused worker processes, and the task channel to them.
+
+A pool starts ``config.workers`` worker processes (see ``worker.py``), each isolated once, and
+hands them out one task at a time: a validation or an episode session is one *task*, executed in
+a process forked from the worker's clean zygote. Results come back as length-framed JSON that is
+decoded here, never unpickled. Any anomaly (timeout, death, garbage or extra frames, forbidden
+operation) kills the worker's whole process group and PID namespace and the worker is replaced;
+a worker is also replaced after ``max_tasks_per_worker`` tasks.
+
+The pool is thread-safe: many engine threads may hold sessions at once (at most one per worker;
+``open_session`` waits for a free worker up to ``acquire_timeout_s``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...config import SandboxConfig
+from . import framing
+from .errors import EnvError, ErrorKind, IsolationError, PoolExhausted, SandboxCrash, SandboxError, StepTimeout
+from .isolation import SandboxLayers, scrubbed_environ
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["SandboxPool", "Task"]
+
+log = logging.getLogger("spade_engine.sandbox")
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+FORBIDDEN_EXIT, MEMORY_EXIT = 86, 87
+_START_TIMEOUT_S = 120.0  # worker start (imports gymnasium) on a loaded machine
+_TASK_START_TIMEOUT_S = 20.0
+_TASK_END_TIMEOUT_S = 5.0
+_TASK_ERROR_KINDS = frozenset({ErrorKind.CRASH.value, ErrorKind.MEMORY.value, ErrorKind.CONTRACT.value})
+_live_pools: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
+
+
+def _close_all_pools() -> None:
+    for pool in list(_live_pools):
+        pool.close()
+
+
+atexit.register(_close_all_pools)
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(x) for x in text.split()]
+    except (OSError, ValueError):
+        out = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    if int(d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d.name))
+                except (OSError, ValueError, IndexError):
+                    pass
+        return out
+
+
+class _Worker:
+    """One worker process: its pipes, its frame buffers, its state."""
+
+    def __init__(self, pool: "SandboxPool", slot: int) -> None:
+        self.pool = pool
+        self.slot = slot
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.hello: dict[str, Any] | None = None
+        self.tasks = 0
+        self.task_pid: int | None = None
+        self.task_pidns = True
+        self._kill_lock = threading.Lock()
+        self.cmd_w = self.resp_r = self.status_r = -1
+        self.resp_buf = framing.FrameBuffer()
+        self.status_buf = framing.FrameBuffer()
+        self.resp_q: deque[dict[str, Any]] = deque()
+        self.status_q: deque[dict[str, Any]] = deque()
+
+    # -- life cycle -----------------------------------------------------------------------
+
+    def spawn(self) -> None:
+        cfg = self.pool.config
+        uid = cfg.uid_base + self.slot
+        cmd_r, cmd_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        status_r, status_w = os.pipe()
+        opts = {
+            "fds": [cmd_r, resp_w, status_w],
+            "isolate": self.pool.isolate,
+            "audit_hook": self.pool.audit_hook,
+            "uid": uid,
+            "memory_mb": cfg.memory_mb,
+            "cpu_s": cfg.cpu_s,
+            "file_size_mb": cfg.file_size_mb,
+            "open_files": cfg.open_files,
+            "max_processes": cfg.max_processes,
+            "tmp_size_mb": cfg.tmp_size_mb,
+            "keep_paths": [str(WORKER_SCRIPT.parent)],
+            "preload": list(cfg.preload_modules),
+        }
+        import json
+
+        try:
+            self.proc = subprocess.Popen(
+                [self.pool.python, "-s", "-B", str(WORKER_SCRIPT), json.dumps(opts)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL if not os.environ.get("SPADE_SANDBOX_DEBUG") else None,
+                pass_fds=(cmd_r, resp_w, status_w),
+                env=scrubbed_environ("/tmp"),
+                cwd="/",
+                start_new_session=True,
+            )
+        finally:
+            for fd in (cmd_r, resp_w, status_w):
+                os.close(fd)
+        self.cmd_w, self.resp_r, self.status_r = cmd_w, resp_r, status_r
+        os.set_blocking(cmd_w, False)
+        self.hello = None
+        self.tasks = 0
+        self.task_pid = None
+        self.resp_buf, self.status_buf = framing.FrameBuffer(), framing.FrameBuffer()
+        self.resp_q.clear()
+        self.status_q.clear()
+
+    def wait_hello(self, timeout: float = _START_TIMEOUT_S) -> dict[str, Any]:
+        if self.hello is not None:
+            return self.hello
+        if self.proc is None:
+            self.spawn()
+        deadline = time.monotonic() + timeout
+        while True:
+            src, frame = self.next_frame(deadline, allow_resp=False)
+            if src == "timeout":
+                self.kill()
+                raise SandboxError(f"sandbox worker {self.slot} did not start within {timeout:.0f}s")
+            if src == "eof":
+                code = self.proc.poll() if self.proc else None
+                self.kill()
+                raise SandboxError(f"sandbox worker {self.slot} exited during start-up (code {code})")
+            if frame.get("op") == "hello":
+                self.hello = frame
+                return frame
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started, and forget it.
+
+        Closing the command pipe makes the supervisor SIGKILL the zygote (PID 1 of the task
+        namespace, so every process in it dies), reap it and exit; if it does not within a few
+        seconds, its children and then its whole process group are SIGKILLed from here."""
+        with self._kill_lock:
+            self._kill()
+
+    def _kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if self.cmd_w >= 0:
+            try:
+                os.close(self.cmd_w)
+            except OSError:
+                pass
+            self.cmd_w = -1
+        if proc is not None:
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                for child in _children(proc.pid):
+                    try:
+                        os.kill(child, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:  # pragma: no cover - a D-state process
+                    log.error("sandbox worker %s (pid %s) did not die", self.slot, proc.pid)
+            if self.task_pid and not self.task_pidns:
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(self.task_pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+        for name in ("cmd_w", "resp_r", "status_r"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, -1)
+        self.hello = None
+        self.task_pid = None
+
+    # -- frames ---------------------------------------------------------------------------
+
+    def send(self, obj: dict[str, Any], deadline: float) -> bool:
+        """Write one frame before ``deadline``; False on timeout (the worker is not reading)."""
+        data = memoryview(framing.encode(obj))
+        poller = select.poll()
+        poller.register(self.cmd_w, select.POLLOUT)
+        while data:
+            try:
+                n = os.write(self.cmd_w, data)
+                data = data[n:]
+                continue
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, OSError):
+                raise SandboxCrash(f"sandbox worker {self.slot} closed its command pipe") from None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            poller.poll(max(1, int(left * 1000)))
+        return True
+
+    def next_frame(self, deadline: float, *, allow_resp: bool = True) -> tuple[str, dict[str, Any]]:
+        """The next frame from the task ("resp") or the zygote ("status"); ("timeout", {}) or
+        ("eof", {}) otherwise. Raises framing.FrameError on garbage."""
+        poller = select.poll()
+        fds = [self.status_r] + ([self.resp_r] if allow_resp else [])
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        while True:
+            if allow_resp and self.resp_q:
+                return "resp", self.resp_q.popleft()
+            if self.status_q:
+                return "status", self.status_q.popleft()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", {}
+            events = poller.poll(max(1, int(left * 1000)))
+            for fd, ev in events:
+                data = os.read(fd, 1 << 20) if ev & (select.POLLIN | select.POLLHUP | select.POLLERR) else b""
+                if not data:
+                    if ev & (select.POLLHUP | select.POLLERR):
+                        return "eof", {}
+                    continue
+                if fd == self.resp_r:
+                    self.resp_q.extend(self.resp_buf.feed(data))
+                else:
+                    self.status_q.extend(self.status_buf.feed(data))
+
+    def resp_pending(self) -> bool:
+        """Is there anything more on the task's pipe (it should be silent between calls)?"""
+        if self.resp_q or self.resp_buf.pending:
+            return True
+        poller = select.poll()
+        poller.register(self.resp_r, select.POLLIN)
+        return bool(poller.poll(0))
+
+
+class Task:
+    """The channel to one task process. Used by :class:`Session` and the validator.
+
+    :meth:`call` raises :class:`StepTimeout` (wall clock), :class:`SandboxCrash` (the task died
+    or misbehaved: the task is then dead and its worker replaced) or :class:`EnvError` (the
+    environment raised or returned something unencodable; the task lives on).
+    """
+
+    def __init__(self, pool: "SandboxPool", worker: _Worker, timeout_s: float | None) -> None:
+        self.pool = pool
+        self.worker = worker
+        self.timeout_s = timeout_s
+        self.label = "the task"  # how a timeout of the whole task is described
+        self.deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+        self.seq = 0
+        self.dead = False
+        self.ended = False
+        self.death: SandboxError | None = None
+        self._forbidden: dict[str, Any] | None = None
+
+    def _limit(self, timeout: float | None) -> tuple[float, bool]:
+        now = time.monotonic()
+        cands = [(now + timeout, False)] if timeout is not None else []
+        if self.deadline is not None:
+            cands.append((self.deadline, True))
+        if not cands:
+            return now + 3600.0, False
+        return min(cands)
+
+    def start(self, cpu_s: int) -> None:
+        w = self.worker
+        deadline = time.monotonic() + _TASK_START_TIMEOUT_S
+        if not w.send({"op": "task", "cpu_s": cpu_s}, deadline):
+            self._die(SandboxCrash("sandbox worker is not accepting tasks", kind=ErrorKind.SANDBOX))
+        while True:
+            src, frame = self._frame(deadline, "start")
+            if src == "resp" and frame.get("op") == "ready":
+                return
+            if src == "status" and frame.get("op") == "forked":
+                continue
+            self._die(SandboxCrash(f"sandbox task did not start ({frame.get('error') or frame.get('op')})", kind=ErrorKind.SANDBOX))
+
+    def _frame(self, deadline: float, op: str) -> tuple[str, dict[str, Any]]:
+        w = self.worker
+        try:
+            src, frame = w.next_frame(deadline)
+        except framing.FrameError as exc:
+            self._die(SandboxCrash(f"{op}: garbage on the result pipe ({exc})"))
+        if src == "timeout":
+            return src, frame
+        if src == "eof":
+            self._die(SandboxCrash(f"{op}: the sandbox worker died"))
+        if src == "status":
+            if frame.get("op") == "forked":
+                w.task_pid = frame.get("pid") if isinstance(frame.get("pid"), int) else None
+                w.task_pidns = bool(frame.get("pidns"))
+                return self._frame(deadline, op)
+            if frame.get("op") == "task_end":
+                self._die(self._cause(frame, op))
+        return src, frame
+
+    def _cause(self, end: dict[str, Any], op: str) -> SandboxError:
+        """Why the task process ended, from the zygote's trusted report."""
+        code, sig = end.get("exit"), end.get("signal")
+        if code == FORBIDDEN_EXIT:
+            f = self._forbidden or {}
+            what = " ".join(str(x) for x in (f.get("event"), f.get("detail")) if x) or "a forbidden operation"
+            return SandboxCrash(f"{op}: forbidden: {what}", kind=ErrorKind.FORBIDDEN)
+        if code == MEMORY_EXIT:
+            return SandboxCrash(f"{op}: out of memory", kind=ErrorKind.MEMORY)
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return SandboxCrash(f"{op}: CPU time limit ({self.pool.config.cpu_s}s) exceeded", kind=ErrorKind.TIMEOUT)
+        if sig:
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            hint = " (e.g. a C stack overflow from deep recursion)" if sig == signal.SIGSEGV else ""
+            return SandboxCrash(f"{op}: the environment process was killed by {name}{hint}")
+        if end.get("error"):
+            return SandboxCrash(f"{op}: {end['error']}", kind=ErrorKind.SANDBOX)
+        return SandboxCrash(f"{op}: the environment process exited with code {code}")
+
+    def _die(self, exc: SandboxError) -> None:
+        """Kill the worker, give it back for replacement, and raise ``exc``."""
+        if not self.dead:
+            self.dead = True
+            self.death = exc
+            self.worker.kill()
+            self.pool._release(self.worker, recycle=True)
+        raise exc
+
+    def call(self, op: str, *, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+        """Send one command and return the task's successful reply."""
+        if self.dead:
+            raise SandboxCrash(f"{op}: the session is dead ({self.death})", kind=getattr(self.death, "kind", "crash"))
+        if self.ended:
+            raise SandboxError(f"{op}: the session is closed")
+        self.seq += 1
+        deadline, overall = self._limit(timeout)
+        w = self.worker
+        what = self.label if overall else op
+        limit = (self.timeout_s if overall else timeout) or 3600.0
+        if not w.send({"seq": self.seq, "op": op, **args}, deadline):
+            self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
+        while True:
+            src, frame = self._frame(deadline, op)
+            if src == "timeout":
+                if self._forbidden is not None:  # the hook fired; wait for the zygote's word
+                    src, frame = self._frame(time.monotonic() + _TASK_END_TIMEOUT_S, op)
+                    if src == "timeout":
+                        self._die(SandboxCrash(f"{op}: forbidden: {self._forbidden.get('event')}", kind=ErrorKind.FORBIDDEN))
+                    continue
+                self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
+            if src == "status":
+                self._die(SandboxCrash(f"{op}: unexpected status from the worker ({str(frame.get('op'))[:40]})"))
+            if frame.get("op") == "forbidden" and "seq" not in frame:
+                self._forbidden = frame
+                continue
+            if frame.get("seq") != self.seq:
+                self._die(SandboxCrash(f"{op}: unexpected frame on the result pipe (forged or out of order)"))
+            if w.resp_pending():
+                self._die(SandboxCrash(f"{op}: extra data on the result pipe after the reply"))
+            if frame.get("ok") is True:
+                return frame
+            err = frame.get("error") if isinstance(frame.get("error"), dict) else {}
+            # the task may only blame the environment, never claim a sandbox fault
+            kind = err.get("kind") if err.get("kind") in _TASK_ERROR_KINDS else ErrorKind.CRASH.value
+            exc = EnvError(str(err.get("message", "error"))[:2000], kind=kind)
+            exc.traceback = str(err.get("traceback", ""))[:4000]  # type: ignore[attr-defined]
+            raise exc
+
+    def end(self) -> None:
+        """End the task cleanly (the zygote kills leftovers) and give the worker back."""
+        if self.dead or self.ended:
+            return
+        self.ended = True
+        w = self.worker
+        try:
+            self.seq += 1
+            deadline = time.monotonic() + _TASK_END_TIMEOUT_S
+            if not w.send({"seq": self.seq, "op": "end"}, deadline):
+                raise SandboxCrash("end: not accepted")
+            got_reply = False
+            while True:
+                src, frame = w.next_frame(deadline)
+                if src in ("timeout", "eof"):
+                    raise SandboxCrash(f"end: {src}")
+                if src == "resp":
+                    if frame.get("seq") != self.seq or got_reply:
+                        raise SandboxCrash("end: unexpected frame")
+                    got_reply = True
+                elif frame.get("op") == "task_end":
+                    if not got_reply or frame.get("exit") != 0 or w.resp_pending():
+                        raise SandboxCrash("end: task ended abnormally")
+                    break
+        except (SandboxError, framing.FrameError, OSError):
+            self.dead = True
+            w.kill()
+            self.pool._release(w, recycle=True)
+            return
+        w.tasks += 1
+        self.pool._release(w, recycle=w.tasks >= self.pool.config.max_tasks_per_worker)
+
+    def abort(self) -> None:
+        """Kill the task's worker (used when the caller gives up on it)."""
+        if not (self.dead or self.ended):
+            self.dead = True
+            self.worker.kill()
+            self.pool._release(self.worker, recycle=True)
+
+    def __enter__(self) -> "Task":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is not None and not isinstance(exc[1], (SandboxError,)):
+            self.abort()
+        else:
+            self.end()
+
+
+class SandboxPool:
+    """Pre-forked isolated workers for model-written environments (thread-safe).
+
+    ``isolate=False`` runs workers without namespaces, uid drop, rlimits or audit hook; it exists
+    for the benchmark's baseline. ``audit_hook=False`` keeps every OS layer but not the hook; it
+    exists to test that the OS layers contain hostile code on their own. Both show in
+    :attr:`layers`.
+    """
+
+    def __init__(
+        self, config: SandboxConfig | None = None, *, isolate: bool = True, audit_hook: bool = True, python: str | None = None
+    ) -> None:
+        self.config = config or SandboxConfig()
+        self.isolate = isolate
+        self.audit_hook = audit_hook
+        self.python = python or sys.executable
+        self._cond = threading.Condition()
+        self._closed = False
+        self._workers = [_Worker(self, i) for i in range(self.config.workers)]
+        self._idle: deque[_Worker] = deque()
+        self.recycled = 0
+        _live_pools.add(self)
+        try:
+            for w in self._workers:
+                w.spawn()
+            hellos = [w.wait_hello() for w in self._workers]
+        except BaseException:
+            self.close()
+            raise
+        self._idle.extend(self._workers)
+        self.layers: dict[str, bool] = dict(SandboxLayers.intersect(h.get("layers", {}) for h in hellos))
+        self.layer_details: dict[str, str] = {}
+        for h in hellos:
+            self.layer_details.update({str(k): str(v) for k, v in (h.get("detail") or {}).items()})
+        missing = SandboxLayers(self.layers).missing()
+        if missing:
+            msg = "sandbox isolation layers missing on this machine: " + ", ".join(
+                f"{m} ({self.layer_details[m]})" if m in self.layer_details else m for m in missing
+            )
+            if self.config.require_isolation:
+                self.close()
+                raise IsolationError(msg + " (sandbox.require_isolation is set)")
+            if isolate:
+                log.warning("%s; running with the rest", msg)
+            else:
+                log.info("isolation disabled by the caller (isolate=False)")
+        self.missing_layers = missing
+
+    # -- workers --------------------------------------------------------------------------
+
+    def _acquire(self, timeout: float | None) -> _Worker:
+        timeout = self.config.acquire_timeout_s if timeout is None else timeout
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._closed or bool(self._idle), timeout):
+                raise PoolExhausted(f"no sandbox worker became free within {timeout:.1f}s")
+            if self._closed:
+                raise PoolExhausted("the sandbox pool is closed")
+            w = self._idle.popleft()
+        try:
+            if not w.alive():
+                w.kill()
+                w.spawn()
+            w.wait_hello()
+        except BaseException:
+            self._release(w, recycle=True)
+            raise
+        return w
+
+    def _release(self, w: _Worker, *, recycle: bool) -> None:
+        with self._cond:
+            closed = self._closed
+        if closed:
+            w.kill()
+            return
+        if recycle or not w.alive():
+            w.kill()
+            self.recycled += 1
+            try:
+                w.spawn()  # warms up in the background; hello is awaited at the next acquire
+            except OSError as exc:
+                log.error("could not restart sandbox worker %s: %s", w.slot, exc)
+        with self._cond:
+            if self._closed:
+                w.kill()
+                return
+            self._idle.append(w)
+            self._cond.notify()
+
+    def task(self, *, timeout_s: float | None = None, acquire_timeout_s: float | None = None, cpu_s: int | None = None) -> Task:
+        """A fresh task process on a free worker; ``timeout_s`` bounds the task's whole life."""
+        w = self._acquire(acquire_timeout_s)
+        t = Task(self, w, timeout_s)
+        t.start(cpu_s or self.config.cpu_s)
+        return t
+
+    def open_session(
+        self, source: str, *, step_timeout_s: float | None = None, acquire_timeout_s: float | None = None
+    ) -> "Session":
+        """Load ``source`` in a task and hold it for one multi-turn episode (or several)."""
+        from .session import Session
+
+        return Session(self, source, step_timeout_s=step_timeout_s, acquire_timeout_s=acquire_timeout_s)
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers' first processes (for tests and diagnostics)."""
+        return [w.proc.pid for w in self._workers if w.proc is not None]
+
+    def close(self) -> None:
+        """Kill every worker (sessions still open are dead afterwards)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._idle.clear()
+            self._cond.notify_all()
+        for w in self._workers:
+            w.kill()
+        _live_pools.discard(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "SandboxPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - safety net
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass

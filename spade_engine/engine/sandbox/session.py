@@ -1,0 +1,105 @@
+"""Episode sessions: one loaded environment held in one sandbox task across an agent's turns.
+
+A session keeps its worker until it is closed, so a multi-turn episode keeps its state between
+the agent's turns (and several episodes may be played on it with ``reset``). Every reply is
+graded here, in the engine's process. After :class:`StepTimeout` or :class:`SandboxCrash` the
+session is dead and its worker has been replaced; :class:`EnvError` (the environment raised, or
+returned something outside the contract) leaves the session usable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import EnvError, ErrorKind, SandboxError
+from .grading import REWARD_RANGE, check_reward, decode_reset, decode_step, select_env_class
+
+if TYPE_CHECKING:
+    from .gym_env import SandboxEnv
+    from .pool import SandboxPool, Task
+
+__all__ = ["Session"]
+
+
+class Session:
+    """``reset(seed=...)``, ``step(action)``, ``close()`` on a sandboxed environment."""
+
+    def __init__(
+        self,
+        pool: "SandboxPool",
+        source: str,
+        *,
+        step_timeout_s: float | None = None,
+        acquire_timeout_s: float | None = None,
+        reward_range: tuple[float, float] = REWARD_RANGE,
+    ) -> None:
+        cfg = pool.config
+        self.step_timeout_s = step_timeout_s if step_timeout_s is not None else cfg.step_timeout_s
+        self.reward_range = reward_range
+        self._task: Task = pool.task(acquire_timeout_s=acquire_timeout_s)
+        try:
+            parsed = self._task.call("parse", timeout=cfg.import_timeout_s, source=source)
+            err = parsed.get("syntax_error")
+            if err:
+                raise EnvError(f"syntax error: {err.get('msg')} (line {err.get('lineno')})", kind=ErrorKind.SYNTAX)
+            name, why = select_env_class(parsed.get("classes") or [])
+            if name is None:
+                raise EnvError(why, kind=ErrorKind.CONTRACT)
+            loaded = self._task.call("load", timeout=cfg.import_timeout_s, source=source, class_name=name)
+            self.class_name: str = name
+            self.contract: str = str(loaded.get("contract"))
+            self.has_solution: bool = bool(loaded.get("has_solution"))
+            self._iid = self._task.call("new", timeout=cfg.import_timeout_s)["iid"]
+        except BaseException:
+            self._task.end() if not self._task.dead else None
+            raise
+
+    @property
+    def alive(self) -> bool:
+        return not (self._task.dead or self._task.ended)
+
+    @property
+    def task(self) -> "Task":
+        """The underlying task channel (for callers that need raw commands)."""
+        return self._task
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode: ``(observation, info)``."""
+        return decode_reset(self._task.call("reset", timeout=self.step_timeout_s, iid=self._iid, seed=seed))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One agent turn: ``(observation, reward, terminated, truncated, info)``."""
+        if not isinstance(action, str):
+            raise TypeError("action must be a str")
+        result = decode_step(self._task.call("step", timeout=self.step_timeout_s, iid=self._iid, action=action))
+        problem = check_reward(result, self.reward_range)
+        if problem:
+            raise EnvError(problem, kind=ErrorKind.CONTRACT)
+        return result.as_tuple()
+
+    def solution(self) -> list[str] | None:
+        """The environment's reference actions for the current episode, when it gives them."""
+        out = self._task.call("solution", timeout=self.step_timeout_s, iid=self._iid)
+        acts = out.get("actions")
+        if isinstance(acts, list) and all(type(a) is str for a in acts):
+            return list(acts)
+        return None
+
+    def as_gymnasium(self) -> "SandboxEnv":
+        """This session as a :class:`gymnasium.Env` with text spaces (closing it closes the session)."""
+        from .gym_env import SandboxEnv
+
+        return SandboxEnv(self)
+
+    def close(self) -> None:
+        """End the task (leftover processes are killed) and give the worker back."""
+        try:
+            self._task.end()
+        except SandboxError:  # pragma: no cover - end() swallows its own failures
+            pass
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,683 @@
+"""The sandbox worker: the only code that runs next to model-written environments.
+
+Started by the pool as ``python3 -s -B worker.py '<json options>'`` with a scrubbed environment and
+three pipe fds. It becomes three kinds of process:
+
+* the **supervisor** (first process, root): enters the new namespaces, then forks the zygote and
+  waits; it kills the zygote (and with it the whole PID namespace) the moment the engine's end of
+  the command pipe goes away.
+* the **zygote** (PID 1 of the new PID namespace): imports everything environments commonly need,
+  drops to an unprivileged uid with rlimits, says hello with its isolation report on the status
+  pipe, then forks one **task** process per task. When a task ends it kills every process left
+  in the namespace and reports how the task ended (exit code, signal) on the status pipe, which
+  the task cannot write to. It never runs environment code, so its reports can be trusted.
+* the **task**: installs the audit hook, then executes commands from the engine (parse, load, new,
+  reset, step, solution, check_env, end) against environment instances and answers with
+  JSON-safe values. It never decides whether an environment is valid: the engine grades what it
+  sends.
+
+Only the standard library, gymnasium and the sibling modules framing/isolation/adapters are used.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_START_ENV = sorted(os.environ)  # before any import can add to it
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+import adapters  # noqa: E402
+import framing  # noqa: E402
+import isolation  # noqa: E402
+
+sys.path.remove(_HERE)
+
+# Modules environments commonly import, loaded once in the zygote (imports after the uid drop may
+# not be able to read the interpreter's files, and loading them per task would be slow).
+import ast  # noqa: E402
+import bisect  # noqa: E402,F401
+import collections  # noqa: E402,F401
+import copy  # noqa: E402,F401
+import dataclasses  # noqa: E402,F401
+import decimal  # noqa: E402,F401
+import difflib  # noqa: E402,F401
+import enum  # noqa: E402,F401
+import fractions  # noqa: E402,F401
+import functools  # noqa: E402,F401
+import hashlib  # noqa: E402,F401
+import heapq  # noqa: E402,F401
+import itertools  # noqa: E402,F401
+import linecache  # noqa: E402
+import json  # noqa: E402,F401
+import math  # noqa: E402,F401
+import random  # noqa: E402,F401
+import re  # noqa: E402,F401
+import resource  # noqa: E402
+import signal  # noqa: E402
+import statistics  # noqa: E402,F401
+import string  # noqa: E402,F401
+import textwrap  # noqa: E402,F401
+import threading  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import types  # noqa: E402
+import typing  # noqa: E402,F401
+import unicodedata  # noqa: E402,F401
+import warnings  # noqa: E402
+from typing import Any  # noqa: E402
+
+# Bound as module globals so that an environment monkeypatching builtins/math cannot change how
+# this worker encodes what it sends (the engine re-checks everything anyway).
+from builtins import (  # noqa: E402
+    all, any, bool, callable, dict, float, getattr, int, isinstance, len, list, str, tuple, type,
+)
+from math import isfinite  # noqa: E402
+
+import gymnasium  # noqa: E402
+import gymnasium.spaces  # noqa: E402
+import numpy  # noqa: E402
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+
+#: Exit code of a task killed by the audit hook.
+FORBIDDEN_EXIT = 86
+#: Exit code of a task that could not even report a MemoryError.
+MEMORY_EXIT = 87
+#: Exit code of a task whose own loop failed (a bug or a tampered worker).
+BROKEN_EXIT = 70
+
+FORBIDDEN_MODULES = frozenset(
+    {
+        "subprocess", "_posixsubprocess", "socket", "_socket", "ssl", "_ssl", "ctypes", "_ctypes",
+        "multiprocessing", "_multiprocessing", "pty", "asyncio", "http", "ftplib",
+        "smtplib", "poplib", "imaplib", "telnetlib", "socketserver", "xmlrpc", "webbrowser",
+        "concurrent", "isolation", "_xxsubinterpreters",
+    }
+)
+_FORBIDDEN_EVENTS = frozenset(
+    {
+        "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill",
+        "resource.prlimit", "os.chroot", "sys.remote_exec", "os.setns", "os.unshare",
+    }
+)
+_FORBIDDEN_PREFIXES = (
+    "os.exec", "os.spawn", "os.posix_spawn", "subprocess.", "pty.", "socket.", "ctypes.",
+    "_posixsubprocess.", "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.",
+    "imaplib.", "nntplib.", "telnetlib.", "_xxsubinterpreters.",
+)
+# events whose arguments at these positions are paths being modified
+_WRITE_EVENTS = {
+    "os.remove": (0,), "os.rename": (0, 1), "os.rmdir": (0,), "os.mkdir": (0,), "os.chmod": (0,),
+    "os.chown": (0,), "os.link": (0, 1), "os.symlink": (0, 1), "os.truncate": (0,), "os.utime": (0,),
+    "os.mkfifo": (0,), "os.mknod": (0,), "os.setxattr": (0,), "os.removexattr": (0,), "os.chflags": (0,),
+    "shutil.copyfile": (1,), "shutil.copymode": (1,), "shutil.copystat": (1,), "shutil.copytree": (1,),
+    "shutil.move": (0, 1), "shutil.rmtree": (0,), "shutil.chown": (0,), "shutil.make_archive": (0,),
+    "shutil.unpack_archive": (1,), "tempfile.mkstemp": (0,), "tempfile.mkdtemp": (0,),
+}
+_READ_EVENTS = {"os.listdir": (0,), "os.scandir": (0,), "glob.glob": (0,), "os.chdir": (0,), "os.walk": (0,)}
+_DENY_READ = ("/root", "/home", "/etc/shadow", "/etc/gshadow", "/run/secrets", "/var/run/secrets")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+_STATIC_OS_CALLS = frozenset(
+    {"system", "popen", "fork", "forkpty", "kill", "killpg", "execv", "execve", "execl", "execle", "execlp",
+     "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp", "spawnvp",
+     "posix_spawn", "posix_spawnp"}
+)
+
+MAX_SOURCE_CHARS = 200_000
+MAX_INFO_ITEMS = 200
+MAX_SOLUTION_ACTIONS = 256
+
+
+# ---------------------------------------------------------------------------------------------
+# Supervisor and zygote
+
+
+def main(argv: list[str]) -> None:
+    opts = json.loads(argv[1])
+    opts["start_env"] = _START_ENV
+    for name in opts.get("preload", []):  # trusted, configured by the engine, before isolation
+        try:
+            __import__(str(name))
+        except Exception:  # noqa: BLE001 - a missing optional module only makes envs using it fail
+            pass
+    cmd_r, resp_w, status_w = opts["fds"]
+    layers, detail = isolation.enter_namespaces(opts)
+    fallback_tmp = None
+    if not layers.get("private_tmp"):
+        # no private tmpfs: a private directory instead (no size limit), removed when we exit
+        import tempfile
+
+        fallback_tmp = opts["tmp_dir"] = tempfile.mkdtemp(prefix="spade-sandbox-")
+        if opts.get("isolate", True) and os.getuid() == 0:
+            os.chown(fallback_tmp, int(opts.get("uid", 65534)), int(opts.get("uid", 65534)))
+        os.chmod(fallback_tmp, 0o700)
+    pid = os.fork()
+    if pid:
+        code = _supervise(pid, cmd_r, resp_w, status_w)
+        if fallback_tmp:
+            import shutil
+
+            shutil.rmtree(fallback_tmp, ignore_errors=True)
+        os._exit(code)
+    else:
+        try:
+            _zygote(opts, layers, detail, cmd_r, resp_w, status_w)
+        except BaseException:  # noqa: BLE001 - reported on stderr (the engine's, in debug mode)
+            traceback.print_exc()
+        finally:
+            os._exit(BROKEN_EXIT)
+
+
+def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> int:
+    """Wait for the zygote; kill it (and its namespace) when the engine goes away. Returns the
+    exit status to end with."""
+    import select
+
+    os.close(resp_w)
+    os.close(status_w)
+    poller = select.poll()
+    poller.register(cmd_r, 0)  # only POLLHUP/POLLERR: the engine closed its end
+    try:
+        pidfd = os.pidfd_open(pid)
+        poller.register(pidfd, select.POLLIN)
+    except (AttributeError, OSError):
+        pidfd = -1
+    while True:
+        events = poller.poll(None if pidfd >= 0 else 200)
+        if any(fd == cmd_r for fd, _ in events):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status) & 0xFF
+        if any(fd == cmd_r for fd, _ in events):
+            os.waitpid(pid, 0)
+            return 0
+
+
+def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], cmd_r: int, resp_w: int, status_w: int) -> None:
+    tmp = "/tmp" if layers.get("private_tmp") else opts.get("tmp_dir") or "/tmp"
+    if not layers.get("private_tmp") and opts.get("tmp_dir"):
+        layers["private_tmp"] = True  # a private directory made by the supervisor (no size limit)
+    os.chdir(tmp)
+    os.environ["HOME"] = os.environ["TMPDIR"] = tmp
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    devnull = os.open("/dev/null", os.O_RDWR)
+    threading.stack_size(2 << 20)  # 2 MiB thread stacks: threads count against RLIMIT_AS
+    isolation.confine(opts, layers, detail)
+    if not opts.get("isolate", True) or not opts.get("audit_hook", True):
+        layers["audit_hook"] = False
+    in_pidns = os.getpid() == 1
+    framing.write_frame(status_w, {"op": "hello", "layers": layers, "detail": detail, "uid": os.getuid(), "pid": os.getpid()})
+    while True:
+        msg = framing.read_frame(cmd_r)
+        if msg is None or msg.get("op") == "exit":
+            os._exit(0)
+        if msg.get("op") != "task":
+            framing.write_frame(status_w, {"op": "error", "detail": f"unexpected command {str(msg.get('op'))[:50]!r}"})
+            continue
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            framing.write_frame(status_w, {"op": "task_end", "exit": None, "signal": None, "error": f"fork failed: {exc}"})
+            continue
+        if pid == 0:
+            try:
+                _task_main(opts, msg, tmp, devnull, cmd_r, resp_w, status_w)
+            finally:
+                os._exit(BROKEN_EXIT)
+        framing.write_frame(status_w, {"op": "forked", "pid": pid, "pidns": in_pidns})
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        killed = _clean_up(pid, in_pidns)
+        framing.write_frame(
+            status_w,
+            {"op": "task_end", "exit": code if code >= 0 else None, "signal": -code if code < 0 else None, "leftovers": killed},
+        )
+
+
+def _clean_up(task_pid: int, in_pidns: bool) -> int:
+    """Kill whatever the task left behind (all of the namespace but us) and reap it."""
+    try:
+        if in_pidns:
+            os.kill(-1, signal.SIGKILL)
+        else:
+            os.killpg(task_pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    reaped = 0
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.005)
+        else:
+            reaped += 1
+    return reaped
+
+
+# ---------------------------------------------------------------------------------------------
+# Task process
+
+
+def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int, cmd_r: int, resp_w: int, status_w: int) -> None:
+    os.close(status_w)
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    cpu = int(msg.get("cpu_s") or opts.get("cpu_s", 30))
+    if opts.get("isolate", True):
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    isolation._libc = None
+    if opts.get("isolate", True) and opts.get("audit_hook", True):
+        readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
+        _hollow_forbidden_modules()
+        sys.addaudithook(_make_hook(resp_w, tmp, readable))
+    runner = _TaskRunner(opts)
+    framing.write_frame(resp_w, {"seq": 0, "op": "ready"})
+    while True:
+        try:
+            cmd = framing.read_frame(cmd_r)
+        except framing.FrameError:
+            os._exit(BROKEN_EXIT)
+        if cmd is None:
+            os._exit(0)
+        reply = runner.handle(cmd)
+        try:
+            framing.write_frame(resp_w, reply)
+        except (framing.FrameError, ValueError, TypeError) as exc:
+            framing.write_frame(resp_w, _error(cmd.get("seq"), "contract", f"reply not sendable: {exc}"))
+        except MemoryError:
+            os._exit(MEMORY_EXIT)
+        if cmd.get("op") == "end":
+            os._exit(0)
+
+
+def _hollow_forbidden_modules() -> None:
+    """Forget process/socket/ctypes modules and empty the loaded ones, so that importing them
+    again goes through the audit hook and old references to them are useless."""
+    for name in list(sys.modules):
+        if name.partition(".")[0] in FORBIDDEN_MODULES:
+            mod = sys.modules.pop(name)
+            try:
+                keep = {"__name__": getattr(mod, "__name__", name)}
+                mod.__dict__.clear()
+                mod.__dict__.update(keep)
+            except Exception:  # noqa: BLE001 - best effort on exotic modules
+                pass
+
+
+def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> Any:
+    write, exit_, encode = os.write, os._exit, framing.encode
+    realpath, join, getcwd, fsdecode, getpid = os.path.realpath, os.path.join, os.getcwd, os.fsdecode, os.getpid
+    forbidden_events, prefixes, modules = _FORBIDDEN_EVENTS, _FORBIDDEN_PREFIXES, FORBIDDEN_MODULES
+    write_events, read_events, deny_read, write_flags = _WRITE_EVENTS, _READ_EVENTS, _DENY_READ, _WRITE_FLAGS
+    allowed_write = (tmp, "/dev/null")
+
+    def die(event: str, detail: str) -> None:
+        try:
+            write(resp_w, encode({"op": "forbidden", "event": event, "detail": detail[:300]}))
+        finally:
+            exit_(FORBIDDEN_EXIT)
+
+    def resolve(path: Any) -> str | None:
+        if isinstance(path, int) or path is None:
+            return None
+        try:
+            p = fsdecode(path)
+            return realpath(p if p.startswith("/") else join(getcwd(), p))
+        except Exception:  # noqa: BLE001
+            return "?"
+
+    def check_write(event: str, path: Any) -> None:
+        p = resolve(path)
+        if p is None:
+            return
+        if not any(p == a or p.startswith(a + "/") for a in allowed_write):
+            die(event, f"write to {p} (outside {tmp})")
+
+    def check_read(event: str, path: Any) -> None:
+        p = resolve(path)
+        if p is None:
+            return
+        if any(p == d or p.startswith(d + "/") for d in deny_read) and not any(
+            p == r or p.startswith(r + "/") for r in readable
+        ):
+            die(event, f"read of {p}")
+        if p.startswith("/proc/"):
+            part = p[6:].partition("/")[0]
+            if part.isdigit() and int(part) != getpid():
+                die(event, f"read of {p}")
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event in forbidden_events or event.startswith(prefixes):
+            die(event, "")
+        elif event == "import":
+            name = str(args[0])
+            if name.partition(".")[0] in modules:
+                die(event, f"import {name}")
+        elif event == "open":
+            path, mode, flags = (tuple(args) + (None, None, None))[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & write_flags
+            )
+            if writing:
+                check_write(event, path)
+            else:
+                check_read(event, path)
+        elif event in write_events:
+            for i in write_events[event]:
+                if i < len(args):
+                    check_write(event, args[i])
+        elif event in read_events:
+            for i in read_events[event]:
+                if i < len(args):
+                    check_read(event, args[i])
+
+    return hook
+
+
+class _Contract(Exception):
+    """The environment returned something outside the contract."""
+
+
+def _error(seq: Any, kind: str, message: str, trace: str = "") -> dict[str, Any]:
+    return {"seq": seq, "ok": False, "error": {"kind": kind, "message": message[:2000], "traceback": trace[-4000:]}}
+
+
+def _tname(x: Any) -> str:
+    try:
+        return type(x).__name__[:80]
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _describe(exc: BaseException) -> tuple[str, str]:
+    try:
+        text = str(exc)[:500]
+    except Exception:  # noqa: BLE001
+        text = "<unprintable>"
+    try:
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        trace = "".join(lines[-12:])
+    except Exception:  # noqa: BLE001
+        trace = ""
+    return f"{_tname(exc)}: {text}" if text else _tname(exc), trace
+
+
+class _TaskRunner:
+    """Executes one task's commands. Values sent back are wrapped: ``{"v": value}`` when they
+    could be encoded, ``{"bad": "why"}`` when not; the engine decides what is acceptable."""
+
+    def __init__(self, opts: dict[str, Any]) -> None:
+        self.max_obs = int(opts.get("max_obs_chars", adapters.MAX_OBS_CHARS))
+        self.max_action = int(opts.get("max_action_chars", adapters.MAX_ACTION_CHARS))
+        self.module: types.ModuleType | None = None
+        self.cls: Any = None
+        self.contract = "spade"
+        self.envs: dict[int, Any] = {}
+        self.next_id = 1
+
+    def handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        seq, op = cmd.get("seq"), cmd.get("op")
+        fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+        if fn is None:
+            return _error(seq, "sandbox", f"unknown op {str(op)[:40]!r}")
+        try:
+            out = fn(cmd)
+        except _Contract as exc:
+            return _error(seq, "contract", str(exc))
+        except MemoryError:
+            return _error(seq, "memory", f"MemoryError in {op}")
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
+            message, trace = _describe(exc)
+            return _error(seq, "crash", f"{op}: {message}", trace)
+        out["seq"] = seq
+        out["ok"] = True
+        return out
+
+    # -- source ----------------------------------------------------------------------------
+
+    def op_parse(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        source = cmd.get("source")
+        if not isinstance(source, str):
+            raise _Contract("source must be a string")
+        if len(source) > MAX_SOURCE_CHARS:
+            return {"syntax_error": {"msg": f"source has {len(source)} characters (limit {MAX_SOURCE_CHARS})", "lineno": None}}
+        try:
+            tree = ast.parse(source, "<environment>")
+        except SyntaxError as exc:
+            return {"syntax_error": {"msg": str(exc.msg), "lineno": exc.lineno, "offset": exc.offset, "text": (exc.text or "")[:200]}}
+        except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            return {"syntax_error": {"msg": f"{_tname(exc)}: {str(exc)[:200]}", "lineno": None}}
+        classes = []
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                classes.append(
+                    {
+                        "name": node.name,
+                        "lineno": node.lineno,
+                        "bases": [ast.unparse(b)[:200] for b in node.bases],
+                        "methods": [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))],
+                    }
+                )
+        return {"syntax_error": None, "classes": classes, "forbidden": _static_screen(tree)}
+
+    def op_load(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        name = str(cmd.get("class_name") or "")
+        module = types.ModuleType("spade_env")
+        module.__file__ = "<environment>"
+        sys.modules["spade_env"] = module
+        source = str(cmd.get("source", ""))
+        linecache.cache["<environment>"] = (len(source), None, source.splitlines(True), "<environment>")
+        code = compile(source, "<environment>", "exec")
+        exec(code, module.__dict__)  # noqa: S102 - this process exists to run it
+        cls = module.__dict__.get(name)
+        if not isinstance(cls, type):
+            raise _Contract(f"{name!r} is not a class after import (got {_tname(cls)})")
+        missing = [m for m in ("reset", "step") if not callable(getattr(cls, m, None))]
+        if missing:
+            raise _Contract(f"{name} has no {' or '.join(missing)}() method")
+        self.module, self.cls = module, cls
+        self.contract = adapters.contract_of(cls)
+        return {"class_name": name, "contract": self.contract, "has_solution": callable(getattr(cls, "solution", None))}
+
+    def _instance(self) -> Any:
+        if self.cls is None:
+            raise _Contract("no environment loaded")
+        raw = self.cls()
+        try:
+            return adapters.adapt(raw, max_obs_chars=self.max_obs, max_action_chars=self.max_action)
+        except TypeError as exc:
+            raise _Contract(str(exc)) from None
+
+    def op_new(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        env = self._instance()
+        iid = self.next_id
+        self.next_id += 1
+        self.envs[iid] = env
+        return {"iid": iid}
+
+    def _env(self, cmd: dict[str, Any]) -> Any:
+        env = self.envs.get(cmd.get("iid"))  # type: ignore[arg-type]
+        if env is None:
+            raise _Contract(f"no environment instance {cmd.get('iid')!r}")
+        return env
+
+    # -- the episode -----------------------------------------------------------------------
+
+    def op_reset(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        env = self._env(cmd)
+        seed = cmd.get("seed")
+        out = env.reset(seed=seed if isinstance(seed, int) else None)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise _Contract(f"reset() must return (observation, info), got {_shape(out)}")
+        return {"obs": self._text(out[0]), "info": _wire_info(out[1])}
+
+    def op_step(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        env = self._env(cmd)
+        out = env.step(str(cmd.get("action", "")))
+        if not isinstance(out, (tuple, list)) or len(out) != 5:
+            raise _Contract(f"step() must return (observation, reward, terminated, truncated, info), got {_shape(out)}")
+        obs, reward, terminated, truncated, info = out
+        return {
+            "obs": self._text(obs),
+            "reward": _wire_reward(reward),
+            "terminated": _wire_flag(terminated),
+            "truncated": _wire_flag(truncated),
+            "info": _wire_info(info),
+        }
+
+    def op_solution(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        env = self._env(cmd)
+        fn = getattr(env, "solution", None)
+        if isinstance(env, adapters.SpadeEnvAdapter):
+            fn = getattr(env.env, "solution", None)
+        if not callable(fn):
+            return {"kind": "none"}
+        sol = fn()
+        if isinstance(sol, str):
+            text = "".join([sol])[: self.max_obs]
+            boxed = adapters.boxed_actions(text)
+            return {"kind": "text", "text": text, "actions": boxed[:MAX_SOLUTION_ACTIONS] or None}
+        if isinstance(sol, (list, tuple)):
+            items = list(sol)[: MAX_SOLUTION_ACTIONS + 1]
+            if len(items) > MAX_SOLUTION_ACTIONS:
+                return {"kind": "bad", "bad": f"solution() returned more than {MAX_SOLUTION_ACTIONS} actions"}
+            if all(isinstance(a, str) and len(a) <= self.max_action for a in items):
+                return {"kind": "actions", "actions": ["".join([a]) for a in items]}
+            return {"kind": "bad", "bad": "solution() must return a list of action strings or a text"}
+        return {"kind": "bad", "bad": f"solution() returned {_tname(sol)}"}
+
+    def op_check_env(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        env = self._instance()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                check_env(env, skip_render_check=True)
+            except (AssertionError, gymnasium.error.Error) as exc:
+                return {"passed": False, "message": _describe(exc)[0]}
+        return {"passed": True, "warnings": [str(w.message)[:300] for w in caught[:10]]}
+
+    def op_close(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        env = self.envs.pop(cmd.get("iid"), None)  # type: ignore[arg-type]
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
+        return {}
+
+    def op_end(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def op_ping(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _text(self, x: Any) -> dict[str, Any]:
+        if not isinstance(x, str):
+            return {"bad": f"observation must be str, got {_tname(x)}"}
+        s = "".join([x])
+        if len(s) > self.max_obs:
+            return {"bad": f"observation has {len(s)} characters (limit {self.max_obs})"}
+        return {"v": s}
+
+
+def _shape(x: Any) -> str:
+    if isinstance(x, (tuple, list)):
+        return f"{_tname(x)} of length {len(x)}"
+    return _tname(x)
+
+
+def _wire_reward(x: Any) -> dict[str, Any]:
+    if isinstance(x, bool) or isinstance(x, numpy.bool_):
+        return {"bad": "reward must be a number, got bool"}
+    if type(x) in (int, float) or isinstance(x, (numpy.integer, numpy.floating)):
+        try:
+            f = float(x)
+        except (OverflowError, ValueError, TypeError):
+            return {"bad": "reward is not representable as a float"}
+        if not isfinite(f):
+            return {"bad": f"reward is not finite: {f}"}
+        return {"v": f}
+    return {"bad": f"reward must be a number, got {_tname(x)}"}
+
+
+def _wire_flag(x: Any) -> dict[str, Any]:
+    if type(x) is bool:
+        return {"v": x}
+    if type(x) is numpy.bool_:
+        return {"v": bool(x)}
+    return {"bad": f"must be bool, got {_tname(x)}"}
+
+
+def _wire_info(x: Any) -> dict[str, Any]:
+    if not isinstance(x, dict):
+        return {"bad": f"info must be a dict, got {_tname(x)}"}
+    budget = [MAX_INFO_ITEMS]
+    return {"v": _json_safe(x, 0, budget)}
+
+
+def _json_safe(x: Any, depth: int, budget: list[int]) -> Any:
+    """Exact builtin types only (no user code runs); anything else becomes '<TypeName>'."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return "<truncated>"
+    t = type(x)
+    if x is None or t is bool:
+        return x
+    if t is int:
+        return x if -(2**53) <= x <= 2**53 else float(x) if abs(x) < 1e300 else "<int>"
+    if t is float:
+        return x if isfinite(x) else str(x)
+    if t is str:
+        return x[:1000]
+    if isinstance(x, (numpy.integer, numpy.floating, numpy.bool_)):
+        return _json_safe(x.item(), depth, budget)
+    if depth >= 4:
+        return f"<{_tname(x)}>"
+    if t in (list, tuple):
+        return [_json_safe(v, depth + 1, budget) for v in list(x)[:50]]
+    if t is dict:
+        out = {}
+        for k, v in list(dict.items(x))[:50]:
+            if type(k) in (str, int, float, bool):
+                out[str(k)[:100]] = _json_safe(v, depth + 1, budget)
+        return out
+    return f"<{_tname(x)}>"
+
+
+def _static_screen(tree: ast.AST) -> list[dict[str, Any]]:
+    """Obviously forbidden constructs, found without running anything."""
+    found: list[dict[str, Any]] = []
+    for node in ast.walk(tree):
+        what = None
+        if isinstance(node, ast.Import):
+            bad = [a.name for a in node.names if a.name.partition(".")[0] in FORBIDDEN_MODULES]
+            what = f"import {', '.join(bad)}" if bad else None
+        elif isinstance(node, ast.ImportFrom):
+            if node.module and node.module.partition(".")[0] in FORBIDDEN_MODULES:
+                what = f"from {node.module} import ..."
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+            if node.attr in _STATIC_OS_CALLS:
+                what = f"os.{node.attr}"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                if node.args[0].value.partition(".")[0] in FORBIDDEN_MODULES:
+                    what = f"__import__({node.args[0].value!r})"
+        if what:
+            found.append({"lineno": getattr(node, "lineno", None), "what": what})
+    return found[:20]
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,438 @@
+"""The stages of the self-play pipeline, each a function from input events to output payloads.
+
+Stages hold no state of their own: the single-process loop (:mod:`.loop`) and distributed workers
+read the input events from the log, call a stage, and append what it returns. Stages:
+
+* :func:`propose`: corpus document + memory examples -> designer -> ``EnvironmentProposed``
+  (and :func:`propose_repair` for a failed candidate);
+* :func:`validate`: sandboxed validator + embedding novelty -> ``EnvironmentValidated``;
+* :func:`write_hint`: hint writer -> ``HintWritten``;
+* :func:`play`: k plain + k hinted plays in the sandbox -> ``RolloutCompleted`` each;
+* :func:`estimate_regret` (pure): plays -> ``RegretEstimated``.
+
+Seeds are derived from ``(run seed, env id, ...)`` with :func:`derive_seed`, never from a running
+random state, so a resumed run makes the same choices for the same environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..config import EngineConfig, RewardConfig
+from ..events.catalogue import (
+    EnvironmentProposed,
+    EnvironmentValidated,
+    HintWritten,
+    RegretEstimated,
+    RolloutCompleted,
+    ValidationCheck,
+)
+from .corpus import Corpus, truncate_tokens
+from .designer import (
+    SKILLS,
+    MemoryExamplesView,
+    declared_difficulty,
+    designer_messages,
+    extract_code,
+    novelty_text,
+    repair_messages,
+)
+from .hints import clean_hint, hint_messages
+from .policy.base import Policy, PolicyRequest
+from .regret import estimate
+from .rollouts import PlaySpec, play_episodes
+
+__all__ = [
+    "derive_seed",
+    "NOMINAL_DIFFICULTIES",
+    "StageContext",
+    "Timings",
+    "choose_skill",
+    "propose",
+    "propose_repair",
+    "validate",
+    "write_hint",
+    "play_specs",
+    "play",
+    "estimate_regret",
+]
+
+NOMINAL_DIFFICULTIES = (0.2, 0.5, 0.8)
+
+
+def derive_seed(*parts: object) -> int:
+    """A 31-bit seed from any parts (stable across processes and Python versions)."""
+    h = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+class NoveltyMemory(Protocol):
+    """What the stages need from the archive's ``EnvironmentMemory``."""
+
+    def novelty(self, vec: np.ndarray) -> tuple[float, str | None]: ...
+
+    def examples(self, skill: str, query_vec: np.ndarray | None = None, k: int = 3, band: tuple[float, float] = (0.4, 0.6)) -> Any: ...
+
+
+class Embedder(Protocol):
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+@dataclass
+class Timings:
+    """Wall-clock seconds spent per kind of work (for progress and the benchmark)."""
+
+    sandbox: float = 0.0
+    policy: float = 0.0
+    embedding: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"sandbox": self.sandbox, "policy": self.policy, "embedding": self.embedding}
+
+
+@dataclass
+class StageContext:
+    """Shared resources of the stages of one run."""
+
+    run_id: str
+    cfg: EngineConfig
+    policy: Policy
+    corpus: Corpus
+    validator: Any = None
+    pool: Any = None
+    memory: NoveltyMemory | None = None
+    embedder: Embedder | None = None
+    embedding_model: str = ""
+    encode_embedding: Callable[[np.ndarray], str] | None = None
+    sandbox_layers: dict[str, bool] = field(default_factory=dict)
+    step_errors: tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]] = ((), ())
+    timings: Timings = field(default_factory=Timings)
+    tokenize: Callable[[str], Sequence[object]] | None = None
+
+    @property
+    def seed(self) -> int:
+        return self.cfg.seed
+
+    def skills(self) -> list[str]:
+        return list(self.cfg.loop.skills) or list(SKILLS)
+
+    def generate(self, request: PolicyRequest):
+        t0 = time.perf_counter()
+        try:
+            return self.policy.generate([request])[0]
+        finally:
+            self.timings.policy += time.perf_counter() - t0
+
+    def embed(self, text: str) -> np.ndarray | None:
+        if self.embedder is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            return np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+        finally:
+            self.timings.embedding += time.perf_counter() - t0
+
+
+def choose_skill(seed: int, index: int, skills: Sequence[str]) -> str:
+    """Skill of environment ``index``: each block of ``len(skills)`` environments covers every
+    skill once, in a seeded order."""
+    block, pos = divmod(index, len(skills))
+    order = list(skills)
+    random.Random(derive_seed(seed, "skills", block)).shuffle(order)
+    return order[pos]
+
+
+def _domain(skill: str) -> str | None:
+    info = SKILLS.get(skill)
+    return info.domain if info else None
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _proposal(
+    ctx: StageContext,
+    *,
+    env_id: str,
+    skill: str,
+    nominal: float,
+    messages: list[dict[str, str]],
+    context: dict[str, Any],
+    examples: MemoryExamplesView,
+    doc_ref: Any,
+    attempt: int,
+    repair_of: str | None,
+) -> EnvironmentProposed:
+    req = PolicyRequest(role="designer", messages=messages, context=context, seed=derive_seed(ctx.seed, env_id, "design"))
+    sample = ctx.generate(req)
+    code = extract_code(sample.text) or ""
+    difficulty = declared_difficulty(code)
+    return EnvironmentProposed(
+        env_id=env_id,
+        skill=skill,
+        difficulty=round(nominal if difficulty is None else difficulty, 6),
+        code=code,
+        code_sha256=_sha(code),
+        policy_version=ctx.policy.version,
+        document=doc_ref,
+        parents=examples.parents,
+        avoid=examples.avoid,
+        attempt=attempt,
+        repair_of=repair_of,
+        prompt=messages[-1]["content"],
+        completion=sample.text,
+        generation=sample.generation(),
+        designer=ctx.policy.kind,
+    )
+
+
+def propose(
+    ctx: StageContext,
+    *,
+    env_id: str,
+    index: int,
+    skill_history: Callable[[str], list[tuple[float, float, float]]],
+    recent_env: Callable[[str], str | None] = lambda skill: None,
+) -> EnvironmentProposed:
+    """A new environment for slot ``index``: skill, nominal difficulty and document are chosen
+    from the run seed; memory examples come from the novelty memory (if any): frontier positives
+    and negatives of the skill, and as neighbours to avoid, the archive's nearest environments to
+    the skill's most recent accepted one (``recent_env(skill)``; its recorded embedding is reused,
+    so no model call is needed)."""
+    skill = choose_skill(ctx.seed, index, ctx.skills())
+    nominal = random.Random(derive_seed(ctx.seed, env_id, "difficulty")).choice(NOMINAL_DIFFICULTIES)
+    info = SKILLS.get(skill)
+    domain = info.domain if info else None
+    skills = ctx.skills()
+    # documents of a domain are used in turn: count earlier slots that drew from the same domain
+    earlier = sum(1 for j in range(index) if _domain(choose_skill(ctx.seed, j, skills)) == domain)
+    doc = ctx.corpus.nth(ctx.seed, earlier, domain=domain)
+    text = truncate_tokens(doc.text, ctx.cfg.loop.doc_token_budget, ctx.tokenize)
+    examples = MemoryExamplesView()
+    if ctx.memory is not None:
+        recent = recent_env(skill)
+        vector = getattr(ctx.memory, "vector", None)
+        qv = vector(recent) if (recent and vector is not None) else None
+        examples = MemoryExamplesView.of(
+            ctx.memory.examples(
+                skill, query_vec=qv, k=max(1, ctx.cfg.memory.neighbours), band=(ctx.cfg.reward.band_low, ctx.cfg.reward.band_high)
+            )
+        )
+    messages = designer_messages(skill=skill, difficulty=nominal, document_text=text, examples=examples)
+    context = {
+        "env_id": env_id,
+        "index": index,
+        "skill": skill,
+        "difficulty": nominal,
+        "document": {"doc_id": doc.doc_id, "title": doc.title, "text": text, "domain": doc.domain},
+        "skill_history": skill_history(skill),
+        "turn_limit": ctx.cfg.loop.turn_limit,
+        "examples": {"parents": examples.parents, "avoid": examples.avoid},
+    }
+    return _proposal(
+        ctx, env_id=env_id, skill=skill, nominal=nominal, messages=messages, context=context,
+        examples=examples, doc_ref=doc.ref(), attempt=0, repair_of=None,
+    )
+
+
+def _detail(validated: EnvironmentValidated) -> str:
+    for c in validated.checks:
+        if not c.passed:
+            return f"{c.name}: {c.detail}"
+    return validated.failed_check or ""
+
+
+def propose_repair(
+    ctx: StageContext,
+    *,
+    env_id: str,
+    failed: EnvironmentProposed,
+    verdict: EnvironmentValidated,
+    skill_history: Callable[[str], list[tuple[float, float, float]]],
+) -> EnvironmentProposed:
+    """Send a failed candidate back to the designer with the validator's verdict."""
+    base = [
+        {"role": "system", "content": designer_messages(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]},
+        {"role": "user", "content": failed.prompt},
+    ]
+    messages = repair_messages(
+        base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check, detail=_detail(verdict)
+    )
+    doc = failed.document
+    context = {
+        "env_id": env_id,
+        "skill": failed.skill,
+        "difficulty": failed.difficulty,
+        "document": {"doc_id": doc.doc_id, "title": doc.title, "text": "", "domain": doc.domain} if doc else {},
+        "skill_history": skill_history(failed.skill),
+        "turn_limit": ctx.cfg.loop.turn_limit,
+        "repair": {"code": failed.code, "error_kind": verdict.error_kind, "failed_check": verdict.failed_check},
+    }
+    examples = MemoryExamplesView(
+        frontier=[{"env_id": p} for p in failed.parents], neighbours=[{"env_id": a} for a in failed.avoid]
+    )
+    return _proposal(
+        ctx, env_id=env_id, skill=failed.skill, nominal=failed.difficulty, messages=messages, context=context,
+        examples=examples, doc_ref=failed.document, attempt=failed.attempt + 1, repair_of=failed.env_id,
+    )
+
+
+def validate(ctx: StageContext, proposed: EnvironmentProposed) -> EnvironmentValidated:
+    """Validate in the sandbox, then (if valid) decide novelty against the memory."""
+    if not proposed.code.strip():
+        return EnvironmentValidated(
+            env_id=proposed.env_id,
+            valid=False,
+            error_kind="no_code",
+            failed_check="extract",
+            checks=[ValidationCheck(name="extract", passed=False, detail="the completion has no Python code block defining a class")],
+            sandbox_layers=ctx.sandbox_layers,
+        )
+    t0 = time.perf_counter()
+    try:
+        report = ctx.validator.validate(proposed.code)
+    finally:
+        ctx.timings.sandbox += time.perf_counter() - t0
+    fields = dict(report.payload_fields())
+    fields.setdefault("sandbox_layers", ctx.sandbox_layers)
+    fields["env_id"] = proposed.env_id
+    if not fields.get("valid"):
+        fields["accepted"] = False
+        return EnvironmentValidated(**fields)
+    vec = ctx.embed(novelty_text(proposed.code))
+    if vec is None or ctx.memory is None:
+        fields.update(accepted=True, novel=None)
+        return EnvironmentValidated(**fields)
+    novelty, nearest = ctx.memory.novelty(vec)
+    threshold = ctx.cfg.memory.novelty_threshold
+    novel = bool(novelty >= threshold)
+    fields.update(
+        novel=novel,
+        novelty=float(novelty),
+        novelty_threshold=threshold,
+        nearest_env_id=nearest,
+        embedding_model=ctx.embedding_model or None,
+        embedding_b64=ctx.encode_embedding(vec) if ctx.encode_embedding else None,
+        accepted=novel,
+    )
+    if not novel:
+        fields.update(error_kind="duplicate", failed_check="novelty")
+    return EnvironmentValidated(**fields)
+
+
+def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
+    """The policy reads the environment's source and writes a privileged hint."""
+    req = PolicyRequest(
+        role="hinter",
+        messages=hint_messages(proposed.code),
+        context={"env_id": proposed.env_id, "skill": proposed.skill, "code": proposed.code},
+        seed=derive_seed(ctx.seed, proposed.env_id, "hint"),
+    )
+    sample = ctx.generate(req)
+    return HintWritten(env_id=proposed.env_id, hint=clean_hint(sample.text), policy_version=ctx.policy.version, generation=sample.generation())
+
+
+def play_specs(seed: int, env_id: str, k: int) -> list[PlaySpec]:
+    """k plain and k hinted plays; play i of both kinds uses the same environment seed (paired)."""
+    seeds = [derive_seed(seed, env_id, "play", i) for i in range(k)]
+    return [PlaySpec(index=i, hinted=h, seed=seeds[i]) for h in (False, True) for i in range(k)]
+
+
+def play(
+    ctx: StageContext,
+    proposed: EnvironmentProposed,
+    hint: HintWritten,
+    specs: Sequence[PlaySpec],
+    *,
+    on_done: Callable[[RolloutCompleted], None],
+    should_stop: Callable[[], bool] = lambda: False,
+) -> list[RolloutCompleted]:
+    """Run ``specs`` through sandbox sessions; ``on_done`` receives each finished play."""
+    timeout_errors, crash_errors = ctx.step_errors
+
+    def open_session():
+        return ctx.pool.open_session(proposed.code, step_timeout_s=ctx.cfg.sandbox.step_timeout_s)
+
+    def done(payload: RolloutCompleted, sandbox_s: float) -> None:
+        ctx.timings.sandbox += sandbox_s
+        on_done(payload)
+
+    return play_episodes(
+        env_id=proposed.env_id,
+        specs=list(specs),
+        open_session=open_session,
+        policy=_TimedPolicy(ctx),
+        hint=hint.hint,
+        turn_limit=ctx.cfg.loop.turn_limit,
+        context={"skill": proposed.skill, "difficulty": proposed.difficulty},
+        timeout_errors=timeout_errors,
+        crash_errors=crash_errors,
+        on_done=done,
+        should_stop=should_stop,
+        concurrency=max(1, ctx.cfg.sandbox.workers),
+    )
+
+
+class _TimedPolicy:
+    """Wraps the policy to account generation time in the stage timings."""
+
+    def __init__(self, ctx: StageContext):
+        self._ctx = ctx
+        self.kind = ctx.policy.kind
+
+    @property
+    def version(self) -> str:
+        return self._ctx.policy.version
+
+    def generate(self, requests):
+        t0 = time.perf_counter()
+        try:
+            return self._ctx.policy.generate(requests)
+        finally:
+            self._ctx.timings.policy += time.perf_counter() - t0
+
+    def load_version(self, version, checkpoint):  # pragma: no cover - not used by the runner
+        self._ctx.policy.load_version(version, checkpoint)
+
+    def describe(self):  # pragma: no cover
+        return self._ctx.policy.describe()
+
+
+def estimate_regret(
+    proposed: EnvironmentProposed,
+    plays: Sequence[tuple[str, RolloutCompleted]],
+    reward: RewardConfig,
+) -> RegretEstimated:
+    """Regret and designer reward of one environment from its recorded plays (pure).
+
+    ``plays`` are ``(event_id, payload)`` pairs; they are ordered by (hinted, index) so the
+    result does not depend on the order the plays were recorded in.
+    """
+    ordered = sorted(plays, key=lambda p: (p[1].hinted, p[1].index))
+    plain = [p.episode_reward for _, p in ordered if not p.hinted]
+    hinted = [p.episode_reward for _, p in ordered if p.hinted]
+    timeouts = sum(1 for _, p in ordered if p.step_timeout)
+    res = estimate(plain, hinted, step_timeouts=timeouts, cfg=reward)
+    versions = sorted({p.policy_version for _, p in ordered})
+    return RegretEstimated(
+        env_id=proposed.env_id,
+        skill=proposed.skill,
+        plain_rewards=res.plain_rewards,
+        hinted_rewards=res.hinted_rewards,
+        win_rate_plain=res.win_rate_plain,
+        win_rate_hinted=res.win_rate_hinted,
+        regret=res.regret,
+        designer_reward=res.designer_reward,
+        reward_variant=res.variant,
+        step_timeouts=res.step_timeouts,
+        policy_version=versions[-1] if versions else "",
+        rollout_ids=[eid for eid, _ in ordered],
+    )

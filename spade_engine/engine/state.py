@@ -1,0 +1,223 @@
+"""The loop's view of a run, folded from its event log: which environments are at which stage.
+
+:class:`RunState` is rebuilt from the log on start (so a restarted engine continues where the
+last one stopped, without redoing or duplicating recorded work) and refreshed incrementally from
+its cursor as events are appended (by this engine or anyone else, e.g. PolicyUpdated from the
+trainer). It also computes the run's summary statistics for live progress and ``status``.
+Folding is idempotent on event id, and tolerant of unknown or malformed events.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events.catalogue import (
+    EnvironmentProposed,
+    EnvironmentValidated,
+    HintWritten,
+    PolicyUpdated,
+    RegretEstimated,
+    RolloutCompleted,
+    RunStarted,
+    RunStopped,
+)
+from ..events.errors import EventError
+from ..events.log import Cursor, EventLog, advance
+from .regret import in_band, mean
+
+__all__ = ["EnvState", "RunState"]
+
+
+@dataclass
+class EnvState:
+    """Everything recorded about one environment id, with the event ids (for causation)."""
+
+    env_id: str
+    proposed: EnvironmentProposed | None = None
+    proposed_id: str | None = None
+    validated: EnvironmentValidated | None = None
+    validated_id: str | None = None
+    hint: HintWritten | None = None
+    hint_id: str | None = None
+    plays: dict[tuple[bool, int], tuple[str, RolloutCompleted]] = field(default_factory=dict)
+    regret: RegretEstimated | None = None
+    regret_id: str | None = None
+    repaired_by: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return bool(self.validated and self.validated.valid and self.validated.accepted)
+
+    @property
+    def repairable(self) -> bool:
+        """Invalid by the validator (a duplicate is valid and is not repaired)."""
+        return bool(self.validated is not None and not self.validated.valid)
+
+
+@dataclass
+class RunState:
+    """Fold of a run's log. Use :meth:`from_log`, then :meth:`refresh` after appends."""
+
+    run_id: str
+    cursor: Cursor = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    envs: dict[str, EnvState] = field(default_factory=dict)
+    starts: list[RunStarted] = field(default_factory=list)
+    stops: list[RunStopped] = field(default_factory=list)
+    last_is_stop: bool = False
+    policy_updates: list[PolicyUpdated] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+
+    @classmethod
+    def from_log(cls, log: EventLog) -> "RunState":
+        state = cls(run_id=log.run_id)
+        state.refresh(log)
+        return state
+
+    def refresh(self, log: EventLog) -> int:
+        """Fold every record after the cursor; return how many were new."""
+        n = 0
+        for rec in log.read(self.cursor):
+            self.cursor = advance(self.cursor, rec)
+            if self.apply(rec.envelope):
+                n += 1
+        return n
+
+    def env(self, env_id: str) -> EnvState:
+        st = self.envs.get(env_id)
+        if st is None:
+            st = self.envs[env_id] = EnvState(env_id)
+        return st
+
+    def apply(self, envelope: Any) -> bool:
+        if envelope.event_id in self.seen:
+            return False
+        self.seen.add(envelope.event_id)
+        try:
+            ev = envelope.event()
+        except EventError as exc:
+            self.skipped[type(exc).__name__] += 1
+            return False
+        eid = envelope.event_id
+        if isinstance(ev, RunStarted):
+            self.starts.append(ev)
+            self.last_is_stop = False
+        elif isinstance(ev, RunStopped):
+            self.stops.append(ev)
+            self.last_is_stop = True
+        elif isinstance(ev, PolicyUpdated):
+            self.policy_updates.append(ev)
+        elif isinstance(ev, EnvironmentProposed):
+            st = self.env(ev.env_id)
+            if st.proposed is None:
+                st.proposed, st.proposed_id = ev, eid
+            if ev.repair_of:
+                self.env(ev.repair_of).repaired_by = ev.env_id
+        elif isinstance(ev, EnvironmentValidated):
+            st = self.env(ev.env_id)
+            if st.validated is None:
+                st.validated, st.validated_id = ev, eid
+        elif isinstance(ev, HintWritten):
+            st = self.env(ev.env_id)
+            if st.hint is None:
+                st.hint, st.hint_id = ev, eid
+        elif isinstance(ev, RolloutCompleted):
+            self.env(ev.env_id).plays.setdefault((ev.hinted, ev.index), (eid, ev))
+        elif isinstance(ev, RegretEstimated):
+            st = self.env(ev.env_id)
+            if st.regret is None:
+                st.regret, st.regret_id = ev, eid
+        return True
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The config recorded by the first RunStarted (the run's identity), if any."""
+        return self.starts[0].config if self.starts else None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the last recorded lifecycle event is a RunStopped that completed the run."""
+        return self.last_is_stop and bool(self.stops) and self.stops[-1].reason in ("completed", "max_envs")
+
+    def roots(self) -> list[EnvState]:
+        """First proposals (attempt 0), in env id order (= creation order)."""
+        return sorted(
+            (s for s in self.envs.values() if s.proposed is not None and s.proposed.attempt == 0),
+            key=lambda s: s.env_id,
+        )
+
+    def proposed(self) -> list[EnvState]:
+        return sorted((s for s in self.envs.values() if s.proposed is not None), key=lambda s: s.env_id)
+
+    def skill_history(self, skill: str) -> list[tuple[float, float, float]]:
+        """``(difficulty, plain win rate, regret)`` of estimated environments of ``skill``, in order."""
+        out = []
+        for st in self.proposed():
+            if st.regret is not None and st.proposed is not None and st.proposed.skill == skill:
+                out.append((float(st.proposed.difficulty), float(st.regret.win_rate_plain), float(st.regret.regret)))
+        return out
+
+    def recent_accepted(self, skill: str) -> str | None:
+        """The most recent accepted environment of ``skill``, if any."""
+        for st in reversed(self.proposed()):
+            if st.accepted and st.proposed is not None and st.proposed.skill == skill:
+                return st.env_id
+        return None
+
+    def stats(self, band: tuple[float, float] = (0.4, 0.6)) -> dict[str, Any]:
+        """Summary of the run for progress displays and ``status``."""
+        props = self.proposed()
+        validated = [s for s in props if s.validated is not None]
+        valid = [s for s in validated if s.validated.valid]  # type: ignore[union-attr]
+        accepted = [s for s in validated if s.accepted]
+        est = [s for s in props if s.regret is not None]
+        kinds = Counter(s.validated.error_kind or "?" for s in validated if not s.validated.valid)  # type: ignore[union-attr]
+        regrets = [s.regret.regret for s in est]  # type: ignore[union-attr]
+        wins = [s.regret.win_rate_plain for s in est]  # type: ignore[union-attr]
+        novelty = [s.validated.novelty for s in validated if s.validated.novelty is not None]  # type: ignore[union-attr]
+        by_skill: dict[str, dict[str, Any]] = defaultdict(lambda: {"envs": 0, "difficulty": [], "win": [], "regret": []})
+        for s in props:
+            if s.proposed.attempt == 0:  # type: ignore[union-attr]
+                by_skill[s.proposed.skill]["envs"] += 1  # type: ignore[union-attr]
+        for s in est:
+            b = by_skill[s.proposed.skill]  # type: ignore[union-attr]
+            b["difficulty"].append(s.proposed.difficulty)  # type: ignore[union-attr]
+            b["win"].append(s.regret.win_rate_plain)  # type: ignore[union-attr]
+            b["regret"].append(s.regret.regret)  # type: ignore[union-attr]
+        skills = {
+            k: {
+                "envs": v["envs"],
+                "estimated": len(v["win"]),
+                "last_difficulty": v["difficulty"][-1] if v["difficulty"] else None,
+                "mean_win_rate": mean(v["win"]) if v["win"] else None,
+                "mean_regret": mean(v["regret"]) if v["regret"] else None,
+            }
+            for k, v in sorted(by_skill.items())
+        }
+        return {
+            "run_id": self.run_id,
+            "starts": len(self.starts),
+            "stopped": self.stops[-1].reason if self.last_is_stop and self.stops else None,
+            "proposals": len(props),
+            "roots": sum(1 for s in props if s.proposed.attempt == 0),  # type: ignore[union-attr]
+            "repairs": sum(1 for s in props if s.proposed.attempt > 0),  # type: ignore[union-attr]
+            "validated": len(validated),
+            "valid": len(valid),
+            "invalid": len(validated) - len(valid),
+            "invalid_kinds": dict(kinds.most_common()),
+            "accepted": len(accepted),
+            "duplicates": sum(1 for s in valid if not s.accepted),
+            "mean_novelty": mean(novelty) if novelty else None,
+            "hints": sum(1 for s in props if s.hint is not None),
+            "plays": sum(len(s.plays) for s in props),
+            "estimated": len(est),
+            "mean_regret": mean(regrets) if regrets else None,
+            "mean_win_rate": mean(wins) if wins else None,
+            "band_share": (sum(1 for w in wins if in_band(w, *band)) / len(wins)) if wins else None,
+            "policy_version": self.policy_updates[-1].version if self.policy_updates else "v0",
+            "skills": skills,
+        }

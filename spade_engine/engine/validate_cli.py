@@ -1,0 +1,88 @@
+"""`spade-engine validate PATH... [--json]`: run the sandboxed validator on environment files.
+
+Prints one verdict per file (``--json``: one JSON object per line with ``path``, ``valid``,
+``error_kind``, ``failed_check``, ``checks`` and the other ``EnvironmentValidated`` fields).
+Exit code 0 only if every file is valid, 1 otherwise, 2 on bad input. Files are validated
+independently: a hostile file only ever fails itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli_common import console, handle_errors, out
+from ..config import load_config
+from ..errors import SpadeError
+from .sandbox import SandboxPool
+from .validator import ValidationReport, Validator
+
+__all__ = ["validate"]
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(q for q in p.glob("*.py") if q.is_file()))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SpadeError(f"{p}: no such file or directory")
+    if not files:
+        raise SpadeError("no environment files to validate")
+    return files
+
+
+def _read(p: Path) -> str:
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpadeError(f"{p}: cannot read: {exc}") from None
+
+
+@handle_errors
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="Environment source files (or directories of .py files).", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of a table.")] = False,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config file (sandbox and loop sections).", show_default=False)] = None,
+    turn_limit: Annotated[Optional[int], typer.Option("--turn-limit", help="Episode turn limit (default: loop.turn_limit).", show_default=False)] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-w", help="Sandbox workers (default: sandbox.workers).", show_default=False)] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check, not only the verdict.")] = False,
+) -> None:
+    """Validate model-written environment files in the sandbox and print a verdict per file."""
+    cfg = load_config(config, overrides={"loop.turn_limit": turn_limit, "sandbox.workers": workers})
+    files = _expand(paths)
+    sources = [_read(p) for p in files]
+    scfg = cfg.sandbox.model_copy(update={"workers": min(cfg.sandbox.workers, len(files))})
+    with SandboxPool(scfg) as pool:
+        if pool.missing_layers:
+            console.print(f"[yellow]warning:[/] sandbox layers missing: {', '.join(pool.missing_layers)}", highlight=False)
+        validator = Validator(pool, turn_limit=cfg.loop.turn_limit)
+        with ThreadPoolExecutor(max_workers=scfg.workers) as ex:
+            reports = ex.map(validator.validate, sources)
+            all_valid = True
+            for path, report in zip(files, reports):
+                all_valid &= report.valid
+                _print(path, report, as_json, verbose)
+    raise typer.Exit(0 if all_valid else 1)
+
+
+def _print(path: Path, r: ValidationReport, as_json: bool, verbose: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps({"path": str(path), **r.to_dict()}, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return
+    if r.valid:
+        out.print(f"[green]valid[/]   {path}  [dim]{r.class_name} ({r.contract}), {r.seconds * 1000:.0f} ms[/]", highlight=False)
+    else:
+        out.print(f"[red]invalid[/] {path}  [bold]{r.error_kind}[/] at [bold]{r.failed_check}[/]: {r.detail}", highlight=False, markup=True)
+    if verbose:
+        for c in r.checks:
+            mark = "[green]ok[/]  " if c.passed else "[red]FAIL[/]"
+            out.print(f"    {mark} {c.name:<14} {c.seconds * 1000:7.1f} ms  {c.detail}", highlight=False)

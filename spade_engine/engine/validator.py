@@ -1,0 +1,370 @@
+"""The validator: ordered checks that decide whether a model-written environment is usable.
+
+Every check runs the environment only inside a sandbox task; every decision is taken here, in
+the engine's process, on the JSON that crossed the pipe. Checks, in order (the first failure
+decides the verdict and its :class:`ErrorKind`):
+
+==================  ============================================================  ================
+check               passes when                                                   fails as
+==================  ============================================================  ================
+``parse``           the source parses                                             syntax
+``static_screen``   no import of process/socket/ctypes modules, no os.system...   forbidden
+``env_class``       exactly one environment class                                 contract
+``import``          module import + one instance within time and memory limits    timeout, memory,
+                                                                                  crash, forbidden
+``reset``           reset(seed) -> (str, dict) at two seeds                       contract, crash
+``determinism``     same seed -> same observation (fresh instance, second reset)  nondeterministic
+``step``            step(probe) -> (str, number, bool, bool, dict) for every      contract, crash
+                    probe action, garbage included
+``rewards``         every reward seen is finite and within the reward range       contract
+``episode_ends``    repeated garbage actions end the episode within the turn      contract
+                    limit
+``solution``        solution() actions, replayed at both seeds, reach success     unsolvable
+``not_trivial``     no probe action wins                                          trivial
+``gymnasium_api``   gymnasium's check_env passes on the adapted environment       contract
+==================  ============================================================  ================
+
+Any check can also fail as ``timeout`` (wall clock / CPU), ``memory``, ``crash`` (the environment
+raised or its process died) or ``forbidden`` (the audit hook killed it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events.catalogue import ValidationCheck
+from .sandbox import EnvError, ErrorKind, SandboxError, SandboxPool
+from .sandbox.grading import REWARD_RANGE, StepResult, check_reward, decode_reset, decode_step, select_env_class
+from .sandbox.pool import Task
+
+__all__ = ["ErrorKind", "ValidationReport", "Validator", "PROBE_ACTIONS", "CHECK_NAMES"]
+
+#: Actions no reasonable environment should accept as a win (garbage included).
+PROBE_ACTIONS: tuple[str, ...] = (
+    "",
+    "garbage",
+    "\\boxed{}",
+    "\\boxed{__spade_probe__}",
+    "\\boxed{",
+    "}}}{{{ \\boxed{\\boxed{}}",
+    "x" * 4000,
+    "\u00fc\u00f1\u00ee\u00e7\u00f8d\u00e9 \U0001f642 \\boxed{\u2603}",
+)
+
+CHECK_NAMES = (
+    "parse",
+    "static_screen",
+    "env_class",
+    "import",
+    "reset",
+    "determinism",
+    "step",
+    "rewards",
+    "episode_ends",
+    "solution",
+    "not_trivial",
+    "gymnasium_api",
+)
+
+
+@dataclass
+class ValidationReport:
+    """The verdict on one environment source, with every check run."""
+
+    valid: bool
+    error_kind: str | None = None
+    failed_check: str | None = None
+    checks: list[ValidationCheck] = field(default_factory=list)
+    class_name: str | None = None
+    contract: str | None = None
+    has_solution: bool = False
+    seconds: float = 0.0
+    solution_actions: list[str] | None = None
+    sandbox_layers: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def detail(self) -> str:
+        """The failed check's explanation ("" when valid)."""
+        for c in self.checks:
+            if not c.passed:
+                return c.detail
+        return ""
+
+    def payload_fields(self) -> dict[str, Any]:
+        """The fields of an ``EnvironmentValidated`` payload this report fills in."""
+        return {
+            "valid": self.valid,
+            "error_kind": self.error_kind,
+            "failed_check": self.failed_check,
+            "checks": list(self.checks),
+            "class_name": self.class_name,
+            "contract": self.contract,
+            "has_solution": self.has_solution,
+            "seconds": self.seconds,
+            "sandbox_layers": dict(self.sandbox_layers),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``spade-engine validate --json`` prints)."""
+        d = self.payload_fields()
+        d["checks"] = [{"name": c.name, "passed": c.passed, "detail": c.detail, "seconds": round(c.seconds, 6)} for c in self.checks]
+        d["solution_actions"] = self.solution_actions
+        return d
+
+
+class _Fail(Exception):
+    def __init__(self, kind: ErrorKind | str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = str(kind)
+        self.detail = detail
+
+
+class _Run:
+    """State of one validation: the task, the instances, what was observed so far."""
+
+    def __init__(self, task: Task, source: str, v: "Validator") -> None:
+        self.task = task
+        self.source = source
+        self.v = v
+        self.class_name: str | None = None
+        self.contract: str | None = None
+        self.has_solution = False
+        self.iid: int | None = None
+        self.first_obs: dict[int, str] = {}
+        self.probe_results: list[tuple[str, StepResult]] = []
+        self.solution_actions: list[str] | None = None
+
+    def call(self, op: str, timeout: float, **args: Any) -> dict[str, Any]:
+        try:
+            return self.task.call(op, timeout=timeout, **args)
+        except SandboxError as exc:  # EnvError, StepTimeout, SandboxCrash: all carry a kind
+            raise _Fail(exc.kind, str(exc)) from None
+
+    def new(self) -> int:
+        return int(self.call("new", self.v.import_timeout_s)["iid"])
+
+    def reset(self, iid: int, seed: int) -> tuple[str, dict[str, Any]]:
+        frame = self.call("reset", self.v.step_timeout_s, iid=iid, seed=seed)
+        try:
+            return decode_reset(frame)
+        except EnvError as exc:
+            raise _Fail(exc.kind, f"reset(seed={seed}): {exc}") from None
+
+    def step(self, iid: int, action: str) -> StepResult:
+        frame = self.call("step", self.v.step_timeout_s, iid=iid, action=action)
+        try:
+            return decode_step(frame)
+        except EnvError as exc:
+            raise _Fail(exc.kind, f"step({_short(action)}): {exc}") from None
+
+
+def _short(action: str, n: int = 40) -> str:
+    return repr(action if len(action) <= n else action[:n] + "...")
+
+
+class Validator:
+    """Validates environment sources in a :class:`SandboxPool` (thread-safe: one task each)."""
+
+    def __init__(
+        self,
+        pool: SandboxPool,
+        turn_limit: int = 8,
+        *,
+        seeds: tuple[int, int] = (11, 23),
+        probes: Sequence[str] = PROBE_ACTIONS,
+        reward_range: tuple[float, float] = REWARD_RANGE,
+        success_reward: float = 1.0,
+        check_gymnasium: bool = True,
+    ) -> None:
+        cfg = pool.config
+        self.pool = pool
+        self.turn_limit = turn_limit
+        self.seeds = seeds
+        self.probes = tuple(probes)
+        self.reward_range = reward_range
+        self.success_reward = success_reward
+        self.check_gymnasium = check_gymnasium
+        self.import_timeout_s = cfg.import_timeout_s
+        self.step_timeout_s = cfg.step_timeout_s
+        self.validate_timeout_s = cfg.validate_timeout_s
+
+    def _won(self, r: StepResult) -> bool:
+        return r.terminated and r.reward_problem is None and r.reward >= self.success_reward - 1e-9
+
+    def validate(self, source: str) -> ValidationReport:
+        """Run every check in order until one fails; never raises for a bad environment."""
+        t0 = time.perf_counter()
+        report = ValidationReport(valid=False, sandbox_layers=dict(self.pool.layers))
+        if not isinstance(source, str):
+            source = ""
+        steps: list[tuple[str, Callable[[_Run], str]]] = [
+            ("parse", self._parse),
+            ("static_screen", self._static),
+            ("env_class", self._env_class),
+            ("import", self._import),
+            ("reset", self._reset),
+            ("determinism", self._determinism),
+            ("step", self._step),
+            ("rewards", self._rewards),
+            ("episode_ends", self._episode_ends),
+            ("solution", self._solution),
+            ("not_trivial", self._not_trivial),
+        ]
+        if self.check_gymnasium:
+            steps.append(("gymnasium_api", self._gymnasium))
+        run: _Run | None = None
+        task: Task | None = None
+        try:
+            task = self.pool.task(timeout_s=self.validate_timeout_s)
+        except SandboxError as exc:
+            report.checks.append(ValidationCheck(name="sandbox", passed=False, detail=str(exc), seconds=time.perf_counter() - t0))
+            report.error_kind, report.failed_check = ErrorKind.SANDBOX.value, "sandbox"
+            report.seconds = time.perf_counter() - t0
+            return report
+        task.label = "validation"
+        try:
+            run = _Run(task, source, self)
+            for name, fn in steps:
+                c0 = time.perf_counter()
+                try:
+                    detail = fn(run)
+                    report.checks.append(ValidationCheck(name=name, passed=True, detail=detail, seconds=time.perf_counter() - c0))
+                except _Fail as f:
+                    report.checks.append(ValidationCheck(name=name, passed=False, detail=f.detail[:2000], seconds=time.perf_counter() - c0))
+                    report.error_kind, report.failed_check = f.kind, name
+                    break
+            else:
+                report.valid = True
+        finally:
+            task.end()
+        report.class_name, report.contract, report.has_solution = run.class_name, run.contract, run.has_solution
+        report.solution_actions = run.solution_actions if report.valid else None
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    # -- the checks (each returns a detail, or raises _Fail) ----------------------------------
+
+    def _parse(self, run: _Run) -> str:
+        out = run.call("parse", self.import_timeout_s, source=run.source)
+        err = out.get("syntax_error")
+        if err:
+            raise _Fail(ErrorKind.SYNTAX, f"line {err.get('lineno')}: {err.get('msg')}" + (f": {err['text'].strip()}" if err.get("text") else ""))
+        run.parsed = out  # type: ignore[attr-defined]
+        return f"{len(run.source.splitlines())} lines"
+
+    def _static(self, run: _Run) -> str:
+        found = run.parsed.get("forbidden") or []  # type: ignore[attr-defined]
+        if found:
+            raise _Fail(ErrorKind.FORBIDDEN, "; ".join(f"line {f.get('lineno')}: {f.get('what')}" for f in found[:5]))
+        return "nothing forbidden found"
+
+    def _env_class(self, run: _Run) -> str:
+        name, why = select_env_class(run.parsed.get("classes") or [])  # type: ignore[attr-defined]
+        if name is None:
+            raise _Fail(ErrorKind.CONTRACT, why)
+        run.class_name = name
+        return why
+
+    def _import(self, run: _Run) -> str:
+        out = run.call("load", self.import_timeout_s, source=run.source, class_name=run.class_name)
+        run.contract = out.get("contract") if out.get("contract") in ("spade", "gymnasium") else None
+        run.has_solution = bool(out.get("has_solution"))
+        run.iid = run.new()
+        return f"{run.class_name} ({run.contract} contract{', with solution()' if run.has_solution else ''})"
+
+    def _reset(self, run: _Run) -> str:
+        assert run.iid is not None
+        for seed in self.seeds:
+            obs, _ = run.reset(run.iid, seed)
+            run.first_obs[seed] = obs
+        return f"seeds {self.seeds}: observations of {', '.join(str(len(o)) for o in run.first_obs.values())} characters"
+
+    def _determinism(self, run: _Run) -> str:
+        assert run.iid is not None
+        seed = self.seeds[0]
+        other = run.new()
+        obs_b, _ = run.reset(other, seed)
+        if obs_b != run.first_obs[seed]:
+            raise _Fail(ErrorKind.NONDETERMINISTIC, f"two instances reset with seed={seed} gave different observations")
+        obs_a, _ = run.reset(run.iid, seed)
+        if obs_a != run.first_obs[seed]:
+            raise _Fail(ErrorKind.NONDETERMINISTIC, f"resetting again with seed={seed} gave a different observation")
+        run.call("close", self.step_timeout_s, iid=other)
+        return f"seed {seed}: the same observation from a fresh instance and from a second reset"
+
+    def _step(self, run: _Run) -> str:
+        assert run.iid is not None
+        for probe in self.probes:
+            run.reset(run.iid, self.seeds[0])
+            run.probe_results.append((probe, run.step(run.iid, probe)))
+        return f"{len(self.probes)} probe actions answered"
+
+    def _rewards(self, run: _Run) -> str:
+        for probe, r in run.probe_results:
+            problem = check_reward(r, self.reward_range)
+            if problem:
+                raise _Fail(ErrorKind.CONTRACT, f"step({_short(probe)}): {problem}")
+        return f"all rewards finite and within [{self.reward_range[0]:g}, {self.reward_range[1]:g}]"
+
+    def _episode_ends(self, run: _Run) -> str:
+        assert run.iid is not None
+        probe = "garbage"
+        run.reset(run.iid, self.seeds[0])
+        for turn in range(1, self.turn_limit + 1):
+            r = run.step(run.iid, probe)
+            run.probe_results.append((probe, r))
+            problem = check_reward(r, self.reward_range)
+            if problem:
+                raise _Fail(ErrorKind.CONTRACT, f"turn {turn}: {problem}")
+            if r.terminated or r.truncated:
+                return f"ended after {turn} garbage turn(s)"
+        raise _Fail(ErrorKind.CONTRACT, f"the episode did not end within the turn limit ({self.turn_limit}) on repeated garbage actions")
+
+    def _solution(self, run: _Run) -> str:
+        assert run.iid is not None
+        if not run.has_solution:
+            return "no solution() (not replayed)"
+        details = []
+        for seed in self.seeds:
+            run.reset(run.iid, seed)
+            out = run.call("solution", self.step_timeout_s, iid=run.iid)
+            if out.get("kind") == "bad":
+                raise _Fail(ErrorKind.CONTRACT, str(out.get("bad"))[:300])
+            actions = out.get("actions")
+            if out.get("kind") == "text" and not actions:
+                return "solution() returned text without \\boxed{} actions (not replayed)"
+            if not isinstance(actions, list) or not actions or not all(type(a) is str for a in actions):
+                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution() gave no actions")
+            if len(actions) > self.turn_limit:
+                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution needs {len(actions)} turns, the turn limit is {self.turn_limit}")
+            last: StepResult | None = None
+            for i, action in enumerate(actions, 1):
+                last = run.step(run.iid, action)
+                problem = check_reward(last, self.reward_range)
+                if problem:
+                    raise _Fail(ErrorKind.CONTRACT, f"seed {seed}, solution step {i}: {problem}")
+                if last.terminated or last.truncated:
+                    break
+            if last is None or not self._won(last):
+                got = "did not end" if last is None or not (last.terminated or last.truncated) else f"ended with reward {last.reward:g}"
+                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: replaying solution() ({len(actions)} actions) {got}, not success")
+            if seed == self.seeds[0]:
+                run.solution_actions = list(actions)
+            details.append(f"seed {seed}: solved in {i} step(s)")
+        return "; ".join(details)
+
+    def _not_trivial(self, run: _Run) -> str:
+        for probe, r in run.probe_results:
+            if self._won(r):
+                raise _Fail(ErrorKind.TRIVIAL, f"the probe action {_short(probe)} wins (reward {r.reward:g})")
+        return f"none of {len(self.probes)} probe actions wins"
+
+    def _gymnasium(self, run: _Run) -> str:
+        out = run.call("check_env", max(self.import_timeout_s, self.step_timeout_s * 4))
+        if not out.get("passed"):
+            raise _Fail(ErrorKind.CONTRACT, f"gymnasium check_env: {str(out.get('message'))[:500]}")
+        warns = out.get("warnings") or []
+        return "check_env passed" + (f" ({len(warns)} warning(s))" if warns else "")

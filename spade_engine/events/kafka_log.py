@@ -1,0 +1,567 @@
+"""The Kafka event log: one topic per run on an Apache Kafka broker, through kafka-python.
+
+Layout and record format:
+
+* topic ``spade.<run_id>`` with the configured number of partitions, replication 1 on a
+  single-node broker, unlimited retention (``retention.ms=-1``, ``retention.bytes=-1``);
+* topic ``spade.<run_id>.dlq`` (one partition): records that could not be decoded, the reason and
+  the source position in headers (``reason``, ``source``, ``received_at``, ``source_topic``,
+  ``source_partition``, ``source_offset``);
+* record key = envelope key (the environment id, else the run id), so one environment's events
+  stay in one partition, in order; value = the canonical JSON envelope, byte for byte;
+  headers ``event_type``, ``schema_version``, ``event_id``;
+* the producer uses ``acks=all`` with idempotence: an ``append`` returns once every record is
+  acknowledged, and broker-side retries never duplicate a record;
+* a cursor is partition -> next offset; consumer groups are Kafka consumer groups whose offsets
+  are committed explicitly (after processing) through the admin API.
+
+Idempotence on ``event_id``: a broker cannot reject a duplicate key, so the log keeps an index
+``event_id -> (partition, offset, type)`` built from record headers. Before each append it brings
+the index up to date (the end offsets at that moment, then only the records it has not seen; its
+own acknowledged writes are added without reading them back) and skips events already recorded.
+Two writers racing to append the *same* event at the same instant can still both write it; readers
+therefore yield only the first copy of an ``event_id`` they know of, and ``count_by_type`` counts
+distinct ids. Reading an existing log = the topic from the cursor up to the end offsets at call
+time; records that do not decode (bad JSON, missing fields, another run) are sent to the
+dead-letter topic once and skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.structs import OffsetAndMetadata
+
+from .codec import decode_envelope, encode_envelope
+from .envelope import Envelope, utc_now
+from .errors import EventLogError, MalformedEvent, RunNotFound
+from .log import Cursor, DeadLetter, Record
+
+__all__ = ["KafkaEventLog", "list_kafka_runs", "topic_for", "dlq_topic_for", "TOPIC_PREFIX"]
+
+TOPIC_PREFIX = "spade."
+DLQ_SUFFIX = ".dlq"
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$")
+H_TYPE, H_VERSION, H_ID = "event_type", "schema_version", "event_id"
+_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+
+
+def topic_for(run_id: str) -> str:
+    """The topic holding ``run_id``'s events."""
+    if not _RUN_ID.match(run_id) or run_id.endswith(DLQ_SUFFIX):
+        raise RunNotFound(f"invalid run id {run_id!r} for Kafka (letters, digits, . _ - only)")
+    return TOPIC_PREFIX + run_id
+
+
+def dlq_topic_for(run_id: str) -> str:
+    """The dead-letter topic of ``run_id``."""
+    return topic_for(run_id) + DLQ_SUFFIX
+
+
+def _broker_error(bootstrap: str, exc: BaseException, what: str = "") -> EventLogError:
+    doing = f" while {what}" if what else ""
+    return EventLogError(f"Kafka broker at {bootstrap} failed{doing}: {type(exc).__name__}: {exc}")
+
+
+def _admin(bootstrap: str, connect_timeout_s: float) -> KafkaAdminClient:
+    try:
+        return KafkaAdminClient(
+            bootstrap_servers=bootstrap,
+            bootstrap_timeout_ms=int(connect_timeout_s * 1000),
+            request_timeout_ms=30000,
+            client_id="spade-engine-admin",
+        )
+    except KafkaError as exc:
+        raise EventLogError(
+            f"Kafka broker at {bootstrap} is not reachable (waited {connect_timeout_s:g}s): {exc}; "
+            "start one with `python3 scripts/kafka_broker.py start`"
+        ) from None
+
+
+def list_kafka_runs(bootstrap: str, *, connect_timeout_s: float = 10.0) -> list[str]:
+    """Run ids with a topic on the broker, sorted (run ids sort by creation time)."""
+    if not bootstrap:
+        raise EventLogError("the kafka backend needs --bootstrap HOST:PORT (or SPADE_KAFKA_BOOTSTRAP)")
+    admin = _admin(bootstrap, connect_timeout_s)
+    try:
+        topics = admin.list_topics()
+    except KafkaError as exc:
+        raise _broker_error(bootstrap, exc, "listing topics") from None
+    finally:
+        admin.close()
+    runs = []
+    for t in topics:
+        if t.startswith(TOPIC_PREFIX) and not t.endswith(DLQ_SUFFIX):
+            run_id = t[len(TOPIC_PREFIX):]
+            if _RUN_ID.match(run_id):
+                runs.append(run_id)
+    return sorted(runs)
+
+
+def _retrying(fn, *, timeout_s: float = 30.0):
+    """Call ``fn`` until it succeeds, retrying Kafka's retriable errors (coordinator loading...)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return fn()
+        except KafkaError as exc:
+            if not getattr(exc, "retriable", False) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _header(headers: Iterable[tuple[str, bytes]] | None, name: str) -> bytes | None:
+    for k, v in headers or ():
+        if k == name:
+            return v
+    return None
+
+
+class KafkaEventLog:
+    """:class:`~spade_engine.events.log.EventLog` on a Kafka topic per run.
+
+    Args:
+        bootstrap: ``HOST:PORT`` of a broker.
+        run_id: the run; its topic is ``spade.<run_id>``.
+        create: create the run's topics if missing (else :class:`RunNotFound` when absent).
+        partitions: partitions of a newly created topic (an existing topic keeps its own).
+        connect_timeout_s: how long to wait for the broker before :class:`EventLogError`.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        run_id: str,
+        *,
+        create: bool = True,
+        partitions: int = 3,
+        connect_timeout_s: float = 10.0,
+        producer_options: Mapping[str, object] | None = None,
+    ):
+        self.bootstrap = bootstrap
+        self.run_id = run_id
+        self.topic = topic_for(run_id)
+        self.dlq_topic = dlq_topic_for(run_id)
+        self.connect_timeout_s = connect_timeout_s
+        self._producer_options = dict(producer_options or {})
+        self._lock = threading.RLock()
+        self._producer: KafkaProducer | None = None
+        self._index_consumer: KafkaConsumer | None = None
+        self._index: dict[str, tuple[int, int, str]] = {}
+        self._scanned: Cursor = {}
+        self._dead_positions: set[tuple[int, int]] | None = None
+        self._admin = _admin(bootstrap, connect_timeout_s)
+        try:
+            self._ensure_topics(create, partitions)
+        except BaseException:
+            self._admin.close()
+            raise
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def _ensure_topics(self, create: bool, partitions: int) -> None:
+        try:
+            described = {t["name"]: t for t in self._admin.describe_topics([self.topic, self.dlq_topic])}
+            missing = [t for t in (self.topic, self.dlq_topic) if not described.get(t, {}).get("partitions")]
+            if missing and not create:
+                if self.topic in missing:
+                    raise RunNotFound(f"no run {self.run_id!r} on the Kafka broker at {self.bootstrap}")
+            if missing:
+                spec = {
+                    t: {
+                        "num_partitions": partitions if t == self.topic else 1,
+                        "replication_factor": 1,
+                        "configs": dict(_TOPIC_CONFIG),
+                    }
+                    for t in missing
+                }
+                try:
+                    self._admin.create_topics(spec, wait_for_metadata=True)
+                except TopicAlreadyExistsError:
+                    pass  # another process created it meanwhile
+                described = {t["name"]: t for t in self._admin.describe_topics([self.topic, self.dlq_topic])}
+        except KafkaError as exc:
+            raise _broker_error(self.bootstrap, exc, f"opening topic {self.topic}") from None
+        self.partitions = sorted(p["partition_index"] for p in described[self.topic]["partitions"])
+        self._tps = [TopicPartition(self.topic, p) for p in self.partitions]
+
+    # -- clients -------------------------------------------------------------------------------
+
+    def _new_consumer(self, **extra: object) -> KafkaConsumer:
+        try:
+            return KafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                bootstrap_timeout_ms=int(self.connect_timeout_s * 1000),
+                request_timeout_ms=30000,
+                max_poll_records=5000,
+                client_id="spade-engine-reader",
+                **extra,
+            )
+        except KafkaError as exc:
+            raise _broker_error(self.bootstrap, exc, "connecting a consumer") from None
+
+    def _producer_(self) -> KafkaProducer:
+        if self._producer is None:
+            opts: dict[str, object] = dict(
+                bootstrap_servers=self.bootstrap,
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=5,
+                batch_size=256 * 1024,
+                max_request_size=8 * 1024 * 1024,
+                delivery_timeout_ms=120000,
+                bootstrap_timeout_ms=int(self.connect_timeout_s * 1000),
+                client_id="spade-engine-producer",
+            )
+            opts.update(self._producer_options)
+            try:
+                self._producer = KafkaProducer(**opts)
+            except KafkaError as exc:
+                raise _broker_error(self.bootstrap, exc, "connecting the producer") from None
+        return self._producer
+
+    # -- writing -------------------------------------------------------------------------------
+
+    @staticmethod
+    def headers_for(env: Envelope) -> list[tuple[str, bytes]]:
+        """The record headers of an envelope: type, schema version, event id."""
+        return [
+            (H_TYPE, env.type.encode()),
+            (H_VERSION, str(env.schema_version).encode()),
+            (H_ID, env.event_id.encode()),
+        ]
+
+    def append(self, envelopes: Iterable[Envelope]) -> int:
+        items = []
+        for env in envelopes:
+            self._check_run(env)
+            items.append((env, encode_envelope(env)))
+        return self._send(items)
+
+    def append_raw(self, items: Iterable[tuple[Envelope, bytes]]) -> int:
+        """Append envelopes with their already-encoded bytes (import keeps bytes exactly)."""
+        checked = []
+        for env, raw in items:
+            self._check_run(env)
+            checked.append((env, bytes(raw)))
+        return self._send(checked)
+
+    def _check_run(self, env: Envelope) -> None:
+        if env.run_id != self.run_id:
+            raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
+
+    def _send(self, items: list[tuple[Envelope, bytes]]) -> int:
+        if not items:
+            return 0
+        with self._lock:
+            self._refresh_index()
+            producer = self._producer_()
+            batch: set[str] = set()
+            sent = []
+            try:
+                for env, raw in items:
+                    if env.event_id in self._index or env.event_id in batch:
+                        continue
+                    batch.add(env.event_id)
+                    fut = producer.send(self.topic, key=env.key.encode(), value=raw, headers=self.headers_for(env))
+                    sent.append((env, fut))
+                producer.flush()
+                acked: dict[int, list[int]] = {}
+                for env, fut in sent:
+                    md = fut.get(timeout=self.connect_timeout_s + 120)
+                    self._index.setdefault(env.event_id, (md.partition, md.offset, env.type))
+                    acked.setdefault(md.partition, []).append(md.offset)
+            except KafkaError as exc:
+                raise _broker_error(self.bootstrap, exc, f"appending to {self.topic}") from None
+            # our own contiguous writes need not be read back by the next index refresh
+            for p, offsets in acked.items():
+                pos = self._scanned.get(p)
+                if pos is None:
+                    continue
+                for o in sorted(offsets):
+                    if o == pos:
+                        pos += 1
+                    elif o > pos:
+                        break
+                self._scanned[p] = pos
+            return len(sent)
+
+    # -- the event-id index --------------------------------------------------------------------
+
+    def _end_offsets(self, consumer: KafkaConsumer) -> dict[TopicPartition, int]:
+        try:
+            return consumer.end_offsets(self._tps)
+        except KafkaError as exc:
+            raise _broker_error(self.bootstrap, exc, f"reading the end offsets of {self.topic}") from None
+
+    def _refresh_index(self) -> None:
+        """Index the records written since the last refresh (headers only, values as fallback)."""
+        with self._lock:
+            if self._index_consumer is None:
+                self._index_consumer = self._new_consumer()
+                self._index_consumer.assign(self._tps)
+            consumer = self._index_consumer
+            end = self._end_offsets(consumer)
+            todo = {tp for tp in self._tps if self._scanned.get(tp.partition, 0) < end[tp]}
+            if not todo:
+                for tp in self._tps:
+                    self._scanned.setdefault(tp.partition, end[tp])
+                return
+            for tp in self._tps:
+                if tp in todo:
+                    consumer.seek(tp, self._scanned.get(tp.partition, 0))
+                    consumer.resume(tp)
+                else:
+                    consumer.pause(tp)
+                    self._scanned.setdefault(tp.partition, end[tp])
+            for msg in self._consume_until(consumer, end, todo):
+                eid = _header(msg.headers, H_ID)
+                etype = _header(msg.headers, H_TYPE)
+                if eid is not None and etype is not None:
+                    self._index.setdefault(eid.decode(), (msg.partition, msg.offset, etype.decode()))
+                else:
+                    try:
+                        env = decode_envelope(msg.value)
+                    except MalformedEvent:
+                        env = None
+                    if env is not None and env.run_id == self.run_id:
+                        self._index.setdefault(env.event_id, (msg.partition, msg.offset, env.type))
+                self._scanned[msg.partition] = msg.offset + 1
+            for tp in todo:
+                self._scanned[tp.partition] = max(self._scanned.get(tp.partition, 0), end[tp])
+
+    def _consume_until(self, consumer: KafkaConsumer, end: Mapping[TopicPartition, int], todo: set[TopicPartition]):
+        """Poll ``consumer`` until every partition in ``todo`` reached its ``end`` offset."""
+        todo = set(todo)
+        deadline_idle = time.monotonic() + 120
+        while todo:
+            try:
+                batch = consumer.poll(timeout_ms=500)
+            except KafkaError as exc:
+                raise _broker_error(self.bootstrap, exc, f"reading {self.topic}") from None
+            if batch:
+                deadline_idle = time.monotonic() + 120
+            for tp, msgs in batch.items():
+                if tp not in todo:
+                    continue
+                for msg in msgs:
+                    if msg.offset >= end[tp]:
+                        break
+                    yield msg
+            for tp in list(todo):
+                if consumer.position(tp) >= end[tp]:
+                    todo.discard(tp)
+                    consumer.pause(tp)
+            if todo and time.monotonic() > deadline_idle:
+                raise EventLogError(f"Kafka broker at {self.bootstrap}: no progress reading {self.topic} for 120s")
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _to_record(self, msg, seen: set[str]) -> Record | None:
+        raw = msg.value if msg.value is not None else b""
+        try:
+            env = decode_envelope(raw)
+            if env.run_id != self.run_id:
+                raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
+        except MalformedEvent as exc:
+            self._dead_letter_record(msg, str(exc))
+            return None
+        eid = env.event_id
+        first = self._index.get(eid)
+        if eid in seen or (first is not None and (first[0], first[1]) != (msg.partition, msg.offset)):
+            return None  # a duplicate copy of an event already recorded
+        seen.add(eid)
+        return Record(msg.partition, msg.offset, env, raw)
+
+    def _seek(self, consumer: KafkaConsumer, cursor: Mapping[int, int] | None) -> None:
+        consumer.assign(self._tps)
+        try:
+            begin = consumer.beginning_offsets(self._tps)
+        except KafkaError as exc:
+            raise _broker_error(self.bootstrap, exc, f"reading {self.topic}") from None
+        for tp in self._tps:
+            consumer.seek(tp, max(int((cursor or {}).get(tp.partition, 0)), begin[tp]))
+
+    def read(self, cursor: Mapping[int, int] | None = None, *, limit: int | None = None) -> Iterator[Record]:
+        if limit is not None and limit <= 0:
+            return
+        consumer = self._new_consumer()
+        try:
+            self._seek(consumer, cursor)
+            end = self._end_offsets(consumer)
+            todo = {tp for tp in self._tps if consumer.position(tp) < end[tp]}
+            seen: set[str] = set()
+            n = 0
+            for msg in self._consume_until(consumer, end, todo):
+                rec = self._to_record(msg, seen)
+                if rec is None:
+                    continue
+                yield rec
+                n += 1
+                if limit is not None and n >= limit:
+                    return
+        finally:
+            consumer.close()
+
+    def follow(
+        self,
+        cursor: Mapping[int, int] | None = None,
+        *,
+        stop: threading.Event | None = None,
+        idle_timeout: float | None = None,
+        poll_interval: float = 0.05,
+    ) -> Iterator[Record]:
+        consumer = self._new_consumer()
+        try:
+            self._seek(consumer, cursor)
+            seen: set[str] = set()
+            last_seen = time.monotonic()
+            timeout_ms = max(10, int(poll_interval * 1000))
+            while stop is None or not stop.is_set():
+                try:
+                    batch = consumer.poll(timeout_ms=timeout_ms)
+                except KafkaError as exc:
+                    raise _broker_error(self.bootstrap, exc, f"following {self.topic}") from None
+                if batch:
+                    last_seen = time.monotonic()
+                for msgs in batch.values():
+                    for msg in msgs:
+                        rec = self._to_record(msg, seen)
+                        if rec is not None:
+                            yield rec
+                        if stop is not None and stop.is_set():
+                            return
+                if not batch and idle_timeout is not None and time.monotonic() - last_seen >= idle_timeout:
+                    return
+        finally:
+            consumer.close()
+
+    def end_cursor(self) -> Cursor:
+        with self._lock:
+            if self._index_consumer is None:
+                self._index_consumer = self._new_consumer()
+                self._index_consumer.assign(self._tps)
+            end = self._end_offsets(self._index_consumer)
+        return {tp.partition: int(end[tp]) for tp in self._tps}
+
+    # -- consumer groups -----------------------------------------------------------------------
+
+    def commit(self, group: str, cursor: Mapping[int, int]) -> None:
+        offsets = {
+            TopicPartition(self.topic, int(p)): OffsetAndMetadata(int(o), "", -1) for p, o in cursor.items()
+        }
+        if not offsets:
+            return
+        def attempt() -> dict:
+            result = self._admin.alter_group_offsets(group, offsets)
+            for err in result.values():
+                if getattr(err, "errno", 0) and getattr(err, "retriable", False):
+                    raise err()  # e.g. the coordinator is still loading: try again
+            return result
+
+        try:
+            result = _retrying(attempt)
+        except KafkaError as exc:
+            raise _broker_error(self.bootstrap, exc, f"committing offsets of group {group!r}") from None
+        failed = {tp.partition: err.__name__ for tp, err in result.items() if getattr(err, "errno", 0)}
+        if failed:
+            raise EventLogError(f"committing offsets of group {group!r} on {self.topic} failed: {failed}")
+
+    def committed(self, group: str) -> Cursor:
+        try:
+            got = _retrying(lambda: self._admin.list_group_offsets({group: None})).get(group, {})
+        except KafkaError as exc:
+            raise _broker_error(self.bootstrap, exc, f"reading offsets of group {group!r}") from None
+        return {
+            tp.partition: int(om.offset)
+            for tp, om in got.items()
+            if tp.topic == self.topic and om.offset is not None and om.offset >= 0
+        }
+
+    # -- statistics and dead letters -----------------------------------------------------------
+
+    def count_by_type(self) -> dict[str, int]:
+        with self._lock:
+            self._refresh_index()
+            counts: dict[str, int] = {}
+            for _, _, etype in self._index.values():
+                counts[etype] = counts.get(etype, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def dead_letter(self, raw: bytes, reason: str, *, source: str = "", position: tuple[int, int] | None = None) -> None:
+        headers = [("reason", reason.encode()), ("source", source.encode()), ("received_at", utc_now().encode())]
+        if position is not None:
+            headers += [
+                ("source_topic", self.topic.encode()),
+                ("source_partition", str(position[0]).encode()),
+                ("source_offset", str(position[1]).encode()),
+            ]
+        try:
+            fut = self._producer_().send(self.dlq_topic, value=bytes(raw), headers=headers)
+            self._producer_().flush()
+            fut.get(timeout=self.connect_timeout_s + 120)
+        except KafkaError as exc:
+            raise _broker_error(self.bootstrap, exc, f"writing to {self.dlq_topic}") from None
+
+    def _dead_letter_record(self, msg, reason: str) -> None:
+        with self._lock:
+            if self._dead_positions is None:
+                self._dead_positions = set()
+                for m in self._dlq_messages():
+                    p, o = _header(m.headers, "source_partition"), _header(m.headers, "source_offset")
+                    if p is not None and o is not None and _header(m.headers, "source_topic") == self.topic.encode():
+                        self._dead_positions.add((int(p), int(o)))
+            pos = (msg.partition, msg.offset)
+            if pos in self._dead_positions:
+                return
+            self.dead_letter(msg.value or b"", reason, source=f"{self.topic}/{pos[0]}@{pos[1]}", position=pos)
+            self._dead_positions.add(pos)
+
+    def _dlq_messages(self):
+        consumer = self._new_consumer()
+        try:
+            tp = TopicPartition(self.dlq_topic, 0)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            try:
+                end = consumer.end_offsets([tp])
+            except KafkaError as exc:
+                raise _broker_error(self.bootstrap, exc, f"reading {self.dlq_topic}") from None
+            yield from self._consume_until(consumer, end, {tp} if end[tp] > 0 else set())
+        finally:
+            consumer.close()
+
+    def dead_letters(self) -> list[DeadLetter]:
+        out = []
+        for m in self._dlq_messages():
+            h = {k: v.decode(errors="replace") for k, v in (m.headers or [])}
+            out.append(
+                DeadLetter(reason=h.get("reason", ""), raw=m.value or b"", received_at=h.get("received_at", ""), source=h.get("source", ""))
+            )
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._producer is not None:
+                try:
+                    self._producer.close(timeout=30)
+                finally:
+                    self._producer = None
+            if self._index_consumer is not None:
+                self._index_consumer.close()
+                self._index_consumer = None
+            self._admin.close()
+
+    def __enter__(self) -> "KafkaEventLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

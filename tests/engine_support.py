@@ -1,0 +1,75 @@
+"""Helpers for the engine loop tests: checking a run's event chains."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from spade_engine.events.log import EventLog
+
+
+def records_by_type(log: EventLog) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for rec in log.read():
+        out.setdefault(rec.envelope.type, []).append(rec.envelope)
+    return out
+
+
+def check_chains(log: EventLog, *, k: int, max_repairs: int) -> dict[str, Any]:
+    """Assert every environment's event chain is complete and duplicate-free; return a summary."""
+    envs: dict[str, dict[str, Any]] = {}
+    ids: dict[str, str] = {}
+    stage_keys: Counter = Counter()
+    for rec in log.read():
+        e = rec.envelope
+        p = e.payload
+        ids[e.event_id] = e.type
+        if e.type in ("RunStarted", "RunStopped", "PolicyUpdated"):
+            continue
+        d = envs.setdefault(p["env_id"], {"plays": {}})
+        if e.type == "RolloutCompleted":
+            key = (p["hinted"], p["index"])
+            stage_keys[(p["env_id"], e.type, key)] += 1
+            d["plays"][key] = e
+        else:
+            stage_keys[(p["env_id"], e.type)] += 1
+            d[e.type] = e
+    dup = [k_ for k_, n in stage_keys.items() if n > 1]
+    assert not dup, f"duplicated stage outputs: {dup[:5]}"
+    summary = Counter()
+    for env_id, d in envs.items():
+        prop = d.get("EnvironmentProposed")
+        assert prop is not None, f"{env_id}: events without a proposal"
+        val = d.get("EnvironmentValidated")
+        assert val is not None, f"{env_id}: never validated"
+        assert val.causation_id == prop.event_id
+        vp = val.payload
+        if not vp["valid"]:
+            summary["invalid"] += 1
+            assert vp["error_kind"] and vp["failed_check"], f"{env_id}: invalid without a reason"
+            assert "HintWritten" not in d and not d["plays"]
+            repairs = [x for x, y in envs.items() if y.get("EnvironmentProposed") and y["EnvironmentProposed"].payload.get("repair_of") == env_id]
+            if prop.payload.get("attempt", 0) < max_repairs:
+                assert len(repairs) == 1, f"{env_id}: expected one repair, got {repairs}"
+            else:
+                assert not repairs
+            continue
+        summary["valid"] += 1
+        if not vp["accepted"]:
+            summary["duplicate"] += 1
+            assert "HintWritten" not in d
+            continue
+        summary["accepted"] += 1
+        hint = d.get("HintWritten")
+        assert hint is not None and hint.causation_id == val.event_id and hint.payload["hint"]
+        assert sorted(d["plays"]) == sorted((h, i) for h in (False, True) for i in range(k)), env_id
+        for play in d["plays"].values():
+            assert play.causation_id == hint.event_id
+            assert play.payload["turns"], f"{env_id}: a play without turns"
+        reg = d.get("RegretEstimated")
+        assert reg is not None, f"{env_id}: no regret"
+        assert sorted(reg.payload["rollout_ids"]) == sorted(p.event_id for p in d["plays"].values())
+    summary["envs"] = len(envs)
+    summary["roots"] = sum(1 for d in envs.values() if d["EnvironmentProposed"].payload.get("attempt", 0) == 0)
+    summary["repairs"] = summary["envs"] - summary["roots"]
+    return dict(summary)

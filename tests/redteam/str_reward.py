@@ -1,0 +1,6 @@
+# expect: contract
+class StrRewardEnv:
+    def reset(self, seed=None):
+        return "hi", {}
+    def step(self, action):
+        return "x", "1.0", True, False, {}

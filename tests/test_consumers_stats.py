@@ -1,0 +1,98 @@
+"""The per-run statistics projection and the embedded driver on the SQLite log."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+from typer.testing import CliRunner
+
+from spade_engine.cli import app
+from spade_engine.consumers import EmbeddedRunner
+from spade_engine.consumers.cli import snapshot_path
+from spade_engine.consumers.projection import Projection
+from spade_engine.consumers.stats import RunStats, RunStatsProjection, reduce_stats
+from spade_engine.events import SqliteEventLog
+from spade_engine.events.log import Record
+
+from factories import env_chain, run_events
+
+
+def test_reducer_counts_each_event_once_whatever_the_order():
+    events = run_events("r", n_envs=3, k=2)
+    a = RunStats()
+    for e in events:
+        reduce_stats(a, e)
+    b = RunStats()
+    for e in list(reversed(events)) + events[:5]:  # another order, with duplicates
+        reduce_stats(b, e)
+    assert a.summary() == b.summary()
+    assert a.counts == {
+        "RunStarted": 1, "EnvironmentProposed": 3, "EnvironmentValidated": 3, "HintWritten": 3,
+        "RolloutCompleted": 12, "RegretEstimated": 3, "RunStopped": 1,
+    }
+    times = sorted(e.occurred_at for e in events)
+    assert (a.first_at, a.last_at) == (times[0], times[-1])
+
+
+def test_reducer_skips_what_it_cannot_read():
+    e = run_events("r", n_envs=1)[0]
+    s = RunStats()
+    reduce_stats(s, msgspec.structs.replace(e, type="FromTheFuture", event_id="x1"))
+    reduce_stats(s, msgspec.structs.replace(e, schema_version=99, event_id="x2"))
+    reduce_stats(s, e)
+    assert s.counts == {"RunStarted": 1}
+    assert s.skipped == {"unknown type FromTheFuture": 1, "future version RunStarted v99": 1}
+
+
+def test_projection_snapshot_round_trips_state_and_cursor(tmp_path):
+    path = tmp_path / "stats.json"
+    p = RunStatsProjection("r", path)
+    assert isinstance(p, Projection)
+    events = run_events("r", n_envs=1)
+    for i, e in enumerate(events):
+        p.apply(Record(0, i, e, e.to_json()))
+    p.flush({0: len(events)})
+    q = RunStatsProjection("r", path)
+    assert q.position() == {0: len(events)}
+    assert q.state.summary() == p.state.summary()
+    assert not list(tmp_path.glob("*.tmp"))
+    # re-applying an already counted event changes nothing
+    q.apply(Record(0, 0, events[0], events[0].to_json()))
+    assert q.state.total == len(events)
+
+
+def test_embedded_runner_resumes_from_committed_cursor(tmp_path):
+    log = SqliteEventLog(tmp_path / "r" / "events.sqlite", "r")
+    first = run_events("r", n_envs=2)
+    log.append(first)
+    snap = tmp_path / "stats.json"
+    runner = EmbeddedRunner(log, [RunStatsProjection("r", snap)])
+    assert runner.catch_up() == len(first)
+    assert log.committed("projection:stats") == {0: len(first)}
+    more = env_chain("r", "env-late")
+    log.append(more)
+    proj = RunStatsProjection("r", snap)  # a restarted consumer
+    runner2 = EmbeddedRunner(log, [proj])
+    assert runner2.run(idle_timeout=0.5) == len(more)  # only the new records are read
+    assert proj.state.total == len(first) + len(more)
+    assert log.committed("projection:stats") == {0: len(first) + len(more)} == proj.position()
+    log.close()
+
+
+def test_cli_runs_the_embedded_driver_on_sqlite(tmp_path):
+    run_id = "run-20260101-000000-abcdef"
+    log = SqliteEventLog(tmp_path / "runs" / run_id / "events.sqlite", run_id)
+    events = run_events(run_id, n_envs=2)
+    log.append(events)
+    log.close()
+    cli = CliRunner()
+    res = cli.invoke(app, ["consumers", "run", "--data-dir", str(tmp_path), "--until-idle", "0.3"])
+    assert res.exit_code == 0, res.output
+    assert snapshot_path(tmp_path, run_id).exists()
+    res = cli.invoke(app, ["consumers", "stats", "--data-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["total"] == len(events) and summary["counts"]["RolloutCompleted"] == 8
+    res = cli.invoke(app, ["consumers", "run", "--data-dir", str(tmp_path), "--driver", "faust"])
+    assert res.exit_code == 2 and "kafka" in res.output
