@@ -10,7 +10,7 @@ from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
 from .events.cli import app as events_app
-from .trainer.cli import train_command
+from .trainer.cli import retrain_command, train_command
 
 app = typer.Typer(
     name="spade-engine",
@@ -26,6 +26,7 @@ app.command("replay")(replay_cmd)
 app.add_typer(consumers_app, name="consumers")
 app.command("validate")(validate_command)
 app.command("train")(train_command)
+app.command("retrain")(retrain_command)
 
 
 @app.command("version")

@@ -17,7 +17,7 @@ from ..events.catalogue import PolicyUpdated, RunStarted
 from ..events.log import EventLog
 from ..events.store import resolve_data_dir
 
-__all__ = ["train_command", "run_config", "base_model_of"]
+__all__ = ["train_command", "retrain_command", "run_retrain", "run_config", "base_model_of"]
 
 
 def run_config(log: EventLog, config_file: Path | None, overrides: dict[str, Any]) -> EngineConfig:
@@ -111,3 +111,40 @@ def train_command(
         raise
     finally:
         log.close()
+
+
+def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str = "sqlite",
+                bootstrap: str | None = None) -> None:
+    """Shared body of ``retrain`` and ``replay --retrain``: print one line per environment and a summary."""
+    from .retrain import retrain_run
+
+    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    try:
+        out.print(f"retraining {model} on the curriculum of {run_id}", highlight=False)
+        result = retrain_run(
+            log, model=model, data_dir=resolve_data_dir(data_dir), max_envs=max_envs,
+            on_env=lambda i, env_id: out.print(f"  environment {i + 1}: {env_id}", highlight=False),
+        )
+    finally:
+        log.close()
+    versions = ", ".join(u.version for u in result.updates) or "none (no group had reward variance)"
+    out.print(
+        f"new run {result.run_id} (parent {result.parent_run_id}): {result.environments} environments replayed, "
+        f"versions trained: {versions}",
+        highlight=False,
+    )
+
+
+@handle_errors
+def retrain_command(
+    run: RunArg = None,
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to train: local path, hub id (offline) or tiny[:SEED].")] = ...,  # type: ignore[assignment]
+    max_envs: Annotated[Optional[int], typer.Option("--max-envs", help="Replay only the first N environments.", min=1)] = None,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Train a fresh MODEL on a recorded run's environments in their recorded order, generating new
+    plays, as a NEW run linked to the old one (RunStarted.parent_run_id). Same as
+    `spade-engine replay RUN --retrain --model M`."""
+    run_retrain(run, model, data_dir, max_envs, backend, bootstrap)

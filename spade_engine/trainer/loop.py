@@ -82,21 +82,18 @@ class TrainerState:
 
 @dataclass
 class _Held:
-    samples: list[TrainSample] = field(default_factory=list)
-    stats: BatchStats = field(default_factory=BatchStats)
-    envs: list[str] = field(default_factory=list)
+    """Ready groups taken for the next update (samples are built when it runs, so designer
+    rewards are centred per skill across the whole batch)."""
+
+    groups: list[Any] = field(default_factory=list)
     contributing: set[str] = field(default_factory=set)
     consumed: Cursor = field(default_factory=dict)
 
-    def add(self, samples: list[TrainSample], stats: BatchStats, groups: list[Any]) -> None:
-        self.samples.extend(samples)
-        for k, v in stats.__dict__.items():
-            cur = getattr(self.stats, k)
-            setattr(self.stats, k, cur + v)
-        self.envs.extend(g.env_id for g in groups)
-        self.contributing.update(s.env_id for s in samples)
-        for g in groups:
-            self.consumed[g.partition] = max(self.consumed.get(g.partition, 0), g.offset + 1)
+    def add(self, group: Any, contributes: bool) -> None:
+        self.groups.append(group)
+        if contributes:
+            self.contributing.add(group.env_id)
+        self.consumed[group.partition] = max(self.consumed.get(group.partition, 0), group.offset + 1)
 
 
 class Trainer:
@@ -166,15 +163,9 @@ class Trainer:
         self.position = advance(self.position, rec)
         out = []
         while self.assembler.ready:
-            groups = self.assembler.take(1)
-            samples, stats = build_samples(
-                groups,
-                current_step=self.state.step,
-                max_lag=self.cfg.max_lag,
-                lag_of=self.assembler.lag,
-                designer=self.cfg.train_designer,
-            )
-            self.held.add(samples, stats, groups)
+            (group,) = self.assembler.take(1)
+            samples, _ = self._build([group])
+            self.held.add(group, bool(samples))
             if len(self.held.contributing) >= self.cfg.batch_groups:
                 ev = self.update()
                 if ev is not None:
@@ -205,7 +196,7 @@ class Trainer:
             published.extend(self._observe(rec))
             if max_updates is not None and len(published) >= max_updates:
                 return published
-        if flush and self.held.samples and (max_updates is None or len(published) < max_updates):
+        if flush and self.held.groups and (max_updates is None or len(published) < max_updates):
             ev = self.update()
             if ev is not None:
                 published.append(ev)
@@ -216,12 +207,13 @@ class Trainer:
     def update(self) -> PolicyUpdated | None:
         """Train on the held samples and publish a new version (None when there is nothing)."""
         held, self.held = self.held, _Held()
-        if not held.samples:
+        samples, stats = self._build(held.groups)
+        if not samples:
             return None
         t0 = time.perf_counter()
         _fault("before_update")
-        metrics = self._train(held.samples)
-        metrics.update(held.stats.as_metrics())
+        metrics = self._train(samples)
+        metrics.update(stats.as_metrics())
         metrics["seconds"] = time.perf_counter() - t0
         metrics["tokens_per_s"] = metrics["tokens"] / max(metrics["seconds"], 1e-9)
         metrics["already_trained_groups_skipped"] = float(self.assembler.already_trained)
@@ -237,7 +229,7 @@ class Trainer:
         consumed = dict(self.state.consumed)
         for p, o in held.consumed.items():
             consumed[p] = max(consumed.get(p, 0), o)
-        roles = sorted({s.role for s in held.samples})
+        roles = sorted({s.role for s in samples})
         ev = PolicyUpdated(
             version=version,
             parent_version=self.state.version,
@@ -248,7 +240,7 @@ class Trainer:
             roles=roles,
             base_model=self.base_model,
             optimizer=opt_ref,
-            env_ids=list(held.envs),
+            env_ids=[g.env_id for g in held.groups],
         )
         self.log.append([make_envelope(ev, run_id=self.log.run_id, producer=self.producer)])
         _fault("after_event")
@@ -260,6 +252,15 @@ class Trainer:
         if self.on_update is not None:
             self.on_update(ev)
         return ev
+
+    def _build(self, groups: list[Any]) -> tuple[list[TrainSample], BatchStats]:
+        return build_samples(
+            groups,
+            current_step=self.state.step,
+            max_lag=self.cfg.max_lag,
+            lag_of=self.assembler.lag,
+            designer=self.cfg.train_designer,
+        )
 
     def _train(self, samples: list[TrainSample]) -> dict[str, float]:
         return train_on_samples(self.tm, samples, temperature=self.temperature, pad_id=self.pad_id)
