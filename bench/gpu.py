@@ -123,6 +123,13 @@ def bench_rollout(model, args, device) -> dict:
         sampler.sample(plist, max_new_tokens=N, temperature=1.0)  # warm-up: compile, capture graphs
         sync(device)
         log(f"rollout warm-up ({mode}) {time.perf_counter() - t0:.1f}s")
+        try:  # did CUDA graphs apply? (inductor counts skips, e.g. for mutated or CPU inputs)
+            from torch._dynamo.utils import counters
+
+            graph_counts = {k: v for k, v in counters["inductor"].items() if "cudagraph" in k}
+            log(f"inductor cudagraph counters: {graph_counts or 'none'}")
+        except Exception:  # noqa: BLE001 - diagnostics only
+            pass
     except Exception:  # noqa: BLE001 - report and fall back to the uncompiled static path
         traceback.print_exc()
         mode = "static (compile failed)"

@@ -139,3 +139,45 @@ def test_trainer_reports_counters_and_consumed_in_policy_updated(tmp_path):
     assert ev.roles == ["agent", "designer"]
     assert tr.run() == []  # nothing new
     log.close()
+
+
+def test_follow_mode_trains_as_events_arrive(tmp_path):
+    import threading
+    import time
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", RUN)
+    cfg = TrainerConfig(batch_groups=1, learning_rate=1e-3, device="cpu")
+    tr = Trainer(log, blobs=BlobStore(tmp_path / "blobs"), config=cfg, base_model="tiny:0")
+    stop = threading.Event()
+    out: list = []
+    th = threading.Thread(target=lambda: out.extend(tr.run(follow=True, stop=stop)))
+    th.start()
+    try:
+        log.append(_events("f1", [1.0, 0.0]))
+        deadline = time.monotonic() + 120
+        while not any(r.envelope.type == "PolicyUpdated" for r in log.read()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log.append(_events("f2", [0.0, 1.0]))
+        while sum(r.envelope.type == "PolicyUpdated" for r in log.read()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        th.join(timeout=60)
+    assert [u.version for u in out] == ["v1", "v2"] and [u.env_ids for u in out] == [["f1"], ["f2"]]
+    log.close()
+
+
+def test_train_cli_without_a_model_is_a_clear_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from spade_engine.cli import app
+    from spade_engine.events import DataDir, RunStarted
+
+    run = "run-20260101-000000-cccccc"
+    log = SqliteEventLog(DataDir(tmp_path).log_path(run), run)
+    log.append([make_envelope(RunStarted(config={}, engine_version="t", seed=0), run_id=run, producer="t")])
+    log.close()
+    res = CliRunner().invoke(app, ["train", run, "--data-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "--model" in res.output
+    res = CliRunner().invoke(app, ["train", run, "--model", "tiny:0", "--data-dir", str(tmp_path), "--device", "cpu"])
+    assert res.exit_code == 0 and "0 update(s); policy v0" in res.output, res.output

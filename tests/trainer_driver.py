@@ -31,7 +31,9 @@ def start_run(log, run_id: str) -> None:
 
 def play_round(policy, log, run_id: str, round_no: int, *, n_envs: int = 4, k: int = 8, max_new_tokens: int = 3, reward=None) -> float:
     """Play ``n_envs`` new environments ``k`` times each with ``policy``; record the events;
-    return the mean reward of the plays."""
+    return the mean reward of the plays. ``reward`` maps completion token ids to a reward
+    (default :func:`reward_of`)."""
+    reward = reward or reward_of
     reqs, keys = [], []
     for e in range(n_envs):
         for i in range(k):
