@@ -28,8 +28,12 @@ def _events(data, run_id):
 def test_retrain_replays_recorded_curriculum_into_a_linked_run(tmp_path):
     data = tmp_path / "data"
     cfg = tmp_path / "cfg.toml"
-    cfg.write_text("[policy]\nmax_new_tokens = 12\n[loop]\nturn_limit = 2\nmax_repairs = 0\n[trainer]\nbatch_groups = 1\n")
-    res = runner.invoke(app, ["start", "--max-envs", "3", "--plays", "2", "--data-dir", str(data), "--config", str(cfg), "--no-progress"])
+    # generous sandbox limits: a loaded CI machine must not turn valid environments into timeouts
+    cfg.write_text(
+        "[policy]\nmax_new_tokens = 8\n[loop]\nmax_repairs = 0\n[trainer]\nbatch_groups = 1\n"
+        "[sandbox]\nimport_timeout_s = 30.0\nstep_timeout_s = 10.0\nvalidate_timeout_s = 120.0\n"
+    )
+    res = runner.invoke(app, ["start", "--max-envs", "4", "--plays", "2", "--data-dir", str(data), "--config", str(cfg), "--no-progress"])
     assert res.exit_code == 0, res.output
     old = DataDir(data).latest_run()
     log = open_event_log(old, data_dir=data)
