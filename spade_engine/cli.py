@@ -12,6 +12,7 @@ from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
 from .engine.worker_cli import worker as worker_command
 from .events.cli import app as events_app
+from .trainer.cli import retrain_command, train_command
 
 app = typer.Typer(
     name="spade-engine",
@@ -28,6 +29,8 @@ register_dashboard(app)
 app.add_typer(consumers_app, name="consumers")
 app.command("validate")(validate_command)
 app.command("worker")(worker_command)
+app.command("train")(train_command)
+app.command("retrain")(retrain_command)
 
 
 @app.command("version")

@@ -29,9 +29,11 @@ def start_run(log, run_id: str) -> None:
     log.append([make_envelope(RunStarted(config={}, engine_version="test", seed=0), run_id=run_id, producer="test")])
 
 
-def play_round(policy, log, run_id: str, round_no: int, *, n_envs: int = 4, k: int = 8, max_new_tokens: int = 3) -> float:
+def play_round(policy, log, run_id: str, round_no: int, *, n_envs: int = 4, k: int = 8, max_new_tokens: int = 3, reward=None) -> float:
     """Play ``n_envs`` new environments ``k`` times each with ``policy``; record the events;
-    return the mean reward of the plays."""
+    return the mean reward of the plays. ``reward`` maps completion token ids to a reward
+    (default :func:`reward_of`)."""
+    reward = reward or reward_of
     reqs, keys = [], []
     for e in range(n_envs):
         for i in range(k):
@@ -51,7 +53,7 @@ def play_round(policy, log, run_id: str, round_no: int, *, n_envs: int = 4, k: i
             )
         )
     for (env_id, i), s in zip(keys, samples):
-        r = reward_of(s.completion_token_ids)
+        r = reward(s.completion_token_ids)
         env = make_envelope(
             RolloutCompleted(
                 env_id=env_id, play_id=f"{env_id}-{i}", hinted=False, seed=i, policy_version=policy.version,

@@ -16,6 +16,7 @@ from rich import box
 from rich.table import Table
 
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run, out
+from ..errors import SpadeError
 from ..events.store import DataDir, resolve_data_dir
 from .db import ARCHIVE_FILENAME, ArchiveError, make_engine, migrate, open_engine, resolve_url, safe_url, schema_revision
 
@@ -244,8 +245,19 @@ def replay_cmd(
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
+    retrain: Annotated[bool, typer.Option("--retrain", help="Instead: train --model on this run's environments, in order, as a new linked run.")] = False,
+    model: Annotated[Optional[str], typer.Option("--model", help="With --retrain: the model to train (path, hub id, tiny[:SEED]).", show_default=False)] = None,
 ) -> None:
-    """Rebuild every projection (archive, memory, difficulty) of a run from its event log."""
+    """Rebuild every projection (archive, memory, difficulty) of a run from its event log.
+
+    With --retrain --model M: train a fresh model on the run's recorded curriculum instead
+    (see `spade-engine retrain`)."""
+    if retrain:
+        from ..trainer.cli import run_retrain
+
+        if not model:
+            raise SpadeError("--retrain needs --model (a local path, an offline hub id or tiny[:SEED])")
+        return run_retrain(run, model, data_dir, None, backend, bootstrap)
     from datetime import datetime, timezone
 
     from .replay import ReplayError, open_live_projections, open_projections, parse_until, replay_run, run_config, verify_projections

@@ -17,7 +17,8 @@ what each token sequence is worth.
 step: plays more than ``max_lag`` versions behind are dropped and counted, zero-variance groups
 are skipped and counted, advantages are reward - group mean (agent) and per-skill centred
 designer rewards (designer; a skill alone in the batch has no baseline and is counted as
-``designer_singletons``). Every turn of a play with tokens becomes one sample carrying the
+``designer_singletons``, a skill whose designer rewards are all equal as
+``designer_zero_variance``). Every turn of a play with tokens becomes one sample carrying the
 play's advantage; plays without tokens (procedural policy) are counted as ``untokenized``.
 """
 
@@ -101,6 +102,7 @@ class BatchStats:
     agent_samples: int = 0
     designer_samples: int = 0
     designer_singletons: int = 0
+    designer_zero_variance: int = 0
     agent_rewards: list[float] = field(default_factory=list)
     designer_rewards: list[float] = field(default_factory=list)
 
@@ -254,9 +256,13 @@ def build_samples(
         rewards = [g.designer_reward for g, _ in designer_pending]
         skills = [g.skill for g, _ in designer_pending]
         counts = {s: skills.count(s) for s in skills}
+        flat = {s for s in counts if is_zero_variance([r for r, k in zip(rewards, skills) if k == s])}
         for (g, gen), adv, skill in zip(designer_pending, centre_per_skill(rewards, skills), skills):
             if counts[skill] < 2:
                 stats.designer_singletons += 1
+                continue
+            if skill in flat:
+                stats.designer_zero_variance += 1
                 continue
             assert g.proposal is not None
             stats.designer_rewards.append(g.designer_reward)

@@ -48,9 +48,8 @@ from .checkpoints import (
     save_weights,
     verified_path,
 )
-from .losses import clipped_policy_loss, tis_weights
 from .model import TrainerSetupError, TrainModel, load_base_model
-from .scoring import token_logprobs
+from .update import train_on_samples
 
 __all__ = ["Trainer", "TrainerState", "FAULT_ENV", "GROUP"]
 
@@ -83,21 +82,18 @@ class TrainerState:
 
 @dataclass
 class _Held:
-    samples: list[TrainSample] = field(default_factory=list)
-    stats: BatchStats = field(default_factory=BatchStats)
-    envs: list[str] = field(default_factory=list)
+    """Ready groups taken for the next update (samples are built when it runs, so designer
+    rewards are centred per skill across the whole batch)."""
+
+    groups: list[Any] = field(default_factory=list)
     contributing: set[str] = field(default_factory=set)
     consumed: Cursor = field(default_factory=dict)
 
-    def add(self, samples: list[TrainSample], stats: BatchStats, groups: list[Any]) -> None:
-        self.samples.extend(samples)
-        for k, v in stats.__dict__.items():
-            cur = getattr(self.stats, k)
-            setattr(self.stats, k, cur + v)
-        self.envs.extend(g.env_id for g in groups)
-        self.contributing.update(s.env_id for s in samples)
-        for g in groups:
-            self.consumed[g.partition] = max(self.consumed.get(g.partition, 0), g.offset + 1)
+    def add(self, group: Any, contributes: bool) -> None:
+        self.groups.append(group)
+        if contributes:
+            self.contributing.add(group.env_id)
+        self.consumed[group.partition] = max(self.consumed.get(group.partition, 0), group.offset + 1)
 
 
 class Trainer:
@@ -167,15 +163,9 @@ class Trainer:
         self.position = advance(self.position, rec)
         out = []
         while self.assembler.ready:
-            groups = self.assembler.take(1)
-            samples, stats = build_samples(
-                groups,
-                current_step=self.state.step,
-                max_lag=self.cfg.max_lag,
-                lag_of=self.assembler.lag,
-                designer=self.cfg.train_designer,
-            )
-            self.held.add(samples, stats, groups)
+            (group,) = self.assembler.take(1)
+            samples, _ = self._build([group])
+            self.held.add(group, bool(samples))
             if len(self.held.contributing) >= self.cfg.batch_groups:
                 ev = self.update()
                 if ev is not None:
@@ -206,7 +196,7 @@ class Trainer:
             published.extend(self._observe(rec))
             if max_updates is not None and len(published) >= max_updates:
                 return published
-        if flush and self.held.samples and (max_updates is None or len(published) < max_updates):
+        if flush and self.held.groups and (max_updates is None or len(published) < max_updates):
             ev = self.update()
             if ev is not None:
                 published.append(ev)
@@ -217,12 +207,13 @@ class Trainer:
     def update(self) -> PolicyUpdated | None:
         """Train on the held samples and publish a new version (None when there is nothing)."""
         held, self.held = self.held, _Held()
-        if not held.samples:
+        samples, stats = self._build(held.groups)
+        if not samples:
             return None
         t0 = time.perf_counter()
         _fault("before_update")
-        metrics = self._train(held.samples)
-        metrics.update(held.stats.as_metrics())
+        metrics = self._train(samples)
+        metrics.update(stats.as_metrics())
         metrics["seconds"] = time.perf_counter() - t0
         metrics["tokens_per_s"] = metrics["tokens"] / max(metrics["seconds"], 1e-9)
         metrics["already_trained_groups_skipped"] = float(self.assembler.already_trained)
@@ -238,7 +229,7 @@ class Trainer:
         consumed = dict(self.state.consumed)
         for p, o in held.consumed.items():
             consumed[p] = max(consumed.get(p, 0), o)
-        roles = sorted({s.role for s in held.samples})
+        roles = sorted({s.role for s in samples})
         ev = PolicyUpdated(
             version=version,
             parent_version=self.state.version,
@@ -249,7 +240,7 @@ class Trainer:
             roles=roles,
             base_model=self.base_model,
             optimizer=opt_ref,
-            env_ids=list(held.envs),
+            env_ids=[g.env_id for g in held.groups],
         )
         self.log.append([make_envelope(ev, run_id=self.log.run_id, producer=self.producer)])
         _fault("after_event")
@@ -262,63 +253,14 @@ class Trainer:
             self.on_update(ev)
         return ev
 
-    def _micro_batches(self, samples: list[TrainSample]) -> list[list[TrainSample]]:
-        ordered = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
-        n_mb = max(self.cfg.grad_accum, math.ceil(len(ordered) / self.cfg.micro_batch_size))
-        size = math.ceil(len(ordered) / n_mb)
-        return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    def _build(self, groups: list[Any]) -> tuple[list[TrainSample], BatchStats]:
+        return build_samples(
+            groups,
+            current_step=self.state.step,
+            max_lag=self.cfg.max_lag,
+            lag_of=self.assembler.lag,
+            designer=self.cfg.train_designer,
+        )
 
     def _train(self, samples: list[TrainSample]) -> dict[str, float]:
-        tm = self.tm
-        tm.model.train()
-        total_tokens = sum(len(s.completion_ids) for s in samples)
-        acc = {"loss": 0.0, "clipped_tokens": 0.0, "ratio_sum": 0.0, "tis_weight_sum": 0.0, "mismatch_sum": 0.0, "mismatch_n": 0.0}
-        dev = self.device
-        for mb in self._micro_batches(samples):
-            seqs = [s.prompt_ids + s.completion_ids for s in mb]
-            T = max(len(x) for x in seqs)
-            B = len(mb)
-            ids = torch.full((B, T), self.pad_id, dtype=torch.long)
-            attn = torch.zeros((B, T), dtype=torch.long)
-            mask = torch.zeros((B, T - 1), dtype=torch.bool)
-            beh = torch.full((B, T - 1), float("nan"), dtype=torch.float32)
-            for i, s in enumerate(mb):
-                n_p, n_c = len(s.prompt_ids), len(s.completion_ids)
-                ids[i, : n_p + n_c] = torch.tensor(seqs[i])
-                attn[i, : n_p + n_c] = 1
-                mask[i, n_p - 1 : n_p - 1 + n_c] = True
-                beh[i, n_p - 1 : n_p - 1 + n_c] = torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
-            adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=dev)
-            ids, attn, mask, beh = ids.to(dev), attn.to(dev), mask.to(dev), beh.to(dev)
-            with tm.autocast():
-                lp = token_logprobs(tm.module, ids, attn, temperature=self.temperature, chunk=self.cfg.logits_chunk)
-            lp = lp.float()
-            old = lp.detach()
-            known = mask & ~torch.isnan(beh)
-            weights = None
-            if self.cfg.tis:
-                weights = torch.where(known, tis_weights(old, torch.nan_to_num(beh), self.cfg.tis_cap), torch.ones_like(old))
-            loss, st = clipped_policy_loss(
-                lp, old, adv, mask, clip_low=self.cfg.clip_low, clip_high=self.cfg.clip_high, weights=weights
-            )
-            tm.backward(loss / max(total_tokens, 1))
-            acc["loss"] += float(loss.detach())
-            acc["clipped_tokens"] += st["clipped_tokens"]
-            acc["ratio_sum"] += st["ratio_sum"]
-            if weights is not None:
-                acc["tis_weight_sum"] += float((weights * mask).sum())
-            acc["mismatch_sum"] += float((old - torch.nan_to_num(beh)).abs()[known].sum())
-            acc["mismatch_n"] += float(known.sum())
-        grad_norm = tm.step()
-        n = max(total_tokens, 1)
-        return {
-            "loss": acc["loss"] / n,
-            "tokens": float(total_tokens),
-            "samples": float(len(samples)),
-            "grad_norm": grad_norm,
-            "clip_fraction": acc["clipped_tokens"] / n,
-            "ratio_mean": acc["ratio_sum"] / n,
-            "tis_weight_mean": acc["tis_weight_sum"] / n if self.cfg.tis else 1.0,
-            "logprob_mismatch": acc["mismatch_sum"] / max(acc["mismatch_n"], 1.0),
-            "learning_rate": float(self.cfg.learning_rate),
-        }
+        return train_on_samples(self.tm, samples, temperature=self.temperature, pad_id=self.pad_id)

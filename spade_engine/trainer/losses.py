@@ -60,6 +60,7 @@ def clipped_policy_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.28,
     weights: torch.Tensor | None = None,
+    stats: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Token-level clipped surrogate, summed over unmasked tokens.
 
@@ -72,7 +73,8 @@ def clipped_policy_loss(
 
     Per token: ``-w * min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)`` with
     ``ratio = exp(logprobs - old_logprobs)``. Returns ``(loss_sum, stats)``; stats hold the
-    clipped-token count and the sum of ratios (python floats).
+    clipped-token count and the sum of ratios (python floats; ``stats=False`` skips them and the
+    host sync they cost).
     """
     adv = advantages if advantages.dim() == 2 else advantages[:, None].expand_as(logprobs)
     adv = adv.to(logprobs.dtype)
@@ -84,7 +86,9 @@ def clipped_policy_loss(
         per_token = per_token * weights.detach().to(per_token.dtype)
     m = mask.to(per_token.dtype)
     loss = (per_token * m).sum()
+    if not stats:
+        return loss, {}
     with torch.no_grad():
         is_clipped = ((ratio * adv) > (clipped * adv)) & mask.bool()
-        stats = {"clipped_tokens": float(is_clipped.sum()), "ratio_sum": float((ratio * m).sum())}
-    return loss, stats
+        out = {"clipped_tokens": float(is_clipped.sum()), "ratio_sum": float((ratio * m).sum())}
+    return loss, out

@@ -45,18 +45,19 @@ def token_logprobs(
     temperature: float = 1.0,
     chunk: int = 0,
 ) -> torch.Tensor:
-    """(B, T-1) log-probs of ``input_ids[:, 1:]``; padding positions hold garbage (mask them)."""
+    """(B, T-1) log-probs of ``input_ids[:, 1:]``; padding positions hold garbage (mask them).
+
+    Pass ``attention_mask=None`` when nothing is padded: SDPA then takes its causal (flash) path.
+    """
     targets = input_ids[:, 1:]
-    if attention_mask is not None and bool(attention_mask.all()):
-        attention_mask = None  # no padding: SDPA can take its causal fast path
     parts = split_lm(model)
     if parts is None:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
         if temperature > 0 and temperature != 1.0:
             logits = logits / temperature
         return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
     body, head = parts
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state[:, :-1]
     if chunk <= 0 or hidden.shape[1] <= chunk:
         return _gather_logprobs(hidden, head, targets, temperature)
     outs = []

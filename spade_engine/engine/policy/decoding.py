@@ -12,6 +12,8 @@ How it is fast (on GPU):
   step depends on Python-side values that change per token;
 * the decode step can be **compiled** (``torch.compile``, mode ``reduce-overhead`` = CUDA graphs
   on GPU); prefill runs eagerly once with SDPA;
+* decode attention groups query heads over their shared KV head instead of copying the cache
+  per step (:mod:`.attention`, implementation ``spade_gqa``, on by default for SDPA models);
 * sampling is the exponential race (``argmax(log p - log E)``, ``E ~ Exp(1)``), which is exact,
   needs no sort and no ``multinomial``; top-p filtering sorts only when ``top_p < 1``;
 * finished rows keep decoding pad tokens (no shape change) and the loop stops early when all rows
@@ -91,6 +93,7 @@ class BatchSampler:
         compile_mode: str | None = "reduce-overhead",
         bucket: int = 64,
         check_every: int = 8,
+        gqa_decode: bool = True,
     ):
         self.model = model
         self.pad_id = int(pad_id)
@@ -100,6 +103,7 @@ class BatchSampler:
         self.compile_mode = compile_mode
         self.bucket = max(1, bucket)
         self.check_every = max(1, check_every)
+        self.gqa_decode = gqa_decode
         self._cache: Any = None
         self._cache_key: tuple | None = None
         self._compiled: Any = None
@@ -144,7 +148,6 @@ class BatchSampler:
 
     # -- public --------------------------------------------------------------------------------
 
-    @torch.inference_mode()
     def sample(
         self,
         prompts: Sequence[Sequence[int]],
@@ -155,6 +158,28 @@ class BatchSampler:
         generator: torch.Generator | None = None,
     ) -> list[Completion]:
         """One completion per prompt (prompts are token-id lists; they are left-padded here)."""
+        config = self.model.config
+        previous = getattr(config, "_attn_implementation", None)
+        if self.gqa_decode and previous == "sdpa":
+            from .attention import register
+
+            config._attn_implementation = register()
+        try:
+            return self._sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, generator=generator)
+        finally:
+            if config._attn_implementation != previous:
+                config._attn_implementation = previous
+
+    @torch.inference_mode()
+    def _sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> list[Completion]:
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):

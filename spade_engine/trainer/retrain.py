@@ -1,0 +1,141 @@
+"""Curriculum replay with retraining: train a fresh model on a recorded run's environments.
+
+:func:`retrain_run` reads the accepted environments of an old run (their EnvironmentProposed
+code, skill, difficulty and document, in recorded order) and drives them, one by one, through the
+engine's stages in a NEW run whose RunStarted.parent_run_id names the old one: the new model is
+validated against nothing new (the code is the recorded code, re-validated in the sandbox),
+writes its own hints, plays the environments (k plain + k hinted plays, new token ids and
+log-probs), regret is estimated, and between environments the replay-driven trainer trains on
+what the log holds (every ``trainer.batch_groups`` groups) and the policy loads each new version
+before the next environment. The designer is not called (the curriculum is the recorded one),
+so only the agent role is trained. Repairs are off: a recorded environment is replayed as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..blobs import BlobStore
+from ..config import EngineConfig
+from ..errors import SpadeError
+from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, PolicyUpdated, RunStarted
+from ..events.log import EventLog
+from ..events.store import DataDir, new_run_id
+
+__all__ = ["recorded_curriculum", "retrain_run", "RetrainResult", "RetrainError"]
+
+
+class RetrainError(SpadeError):
+    """The run cannot be retrained (no accepted environments, no model...)."""
+
+
+def recorded_curriculum(log: EventLog) -> list[EnvironmentProposed]:
+    """The run's accepted environments, in the order they were accepted."""
+    proposals: dict[str, EnvironmentProposed] = {}
+    out: list[EnvironmentProposed] = []
+    for rec in log.read():
+        t = rec.envelope.type
+        if t == EnvironmentProposed.TYPE:
+            ev = rec.envelope.event()
+            proposals[ev.env_id] = ev
+        elif t == EnvironmentValidated.TYPE:
+            ev = rec.envelope.event()
+            if ev.accepted and ev.env_id in proposals:
+                out.append(proposals.pop(ev.env_id))
+    return out
+
+
+def recorded_config(log: EventLog) -> dict[str, Any] | None:
+    for rec in log.read(limit=100):
+        if rec.envelope.type == RunStarted.TYPE:
+            return rec.envelope.event().config
+    return None
+
+
+@dataclass
+class RetrainResult:
+    """What a retrain did: the new run, how many environments, the versions it trained."""
+
+    run_id: str
+    parent_run_id: str
+    environments: int
+    updates: list[PolicyUpdated] = field(default_factory=list)
+    reason: str = ""
+
+
+def retrain_run(
+    old_log: EventLog,
+    *,
+    model: str,
+    data_dir: Path,
+    max_envs: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    on_env: Callable[[int, str], None] | None = None,
+) -> RetrainResult:
+    """Replay ``old_log``'s curriculum with a fresh ``model`` into a new run (see module docstring)."""
+    from ..engine.loop import Engine, env_id_for
+    from ..engine.runtime import open_engine
+    from .checkpoints import sync_policy
+    from .loop import Trainer
+
+    curriculum = recorded_curriculum(old_log)
+    if max_envs is not None:
+        curriculum = curriculum[:max_envs]
+    if not curriculum:
+        raise RetrainError(f"run {old_log.run_id} has no accepted environments to replay")
+    recorded = recorded_config(old_log) or {}
+    try:
+        base = EngineConfig.model_validate(recorded)
+    except Exception:  # noqa: BLE001 - foreign config: defaults
+        base = EngineConfig()
+    cfg = base.with_overrides(
+        {
+            "policy.kind": "transformers",
+            "policy.model": model,
+            "loop.max_envs": len(curriculum),
+            "loop.max_repairs": 0,
+            "trainer.enabled": True,
+            "log.backend": "sqlite",
+            "log.bootstrap": None,
+            **(overrides or {}),
+        }
+    )
+    run_id = new_run_id()
+    blobs = BlobStore(DataDir(data_dir).blobs_dir)
+    with open_engine(cfg, run_id=run_id, data_dir=data_dir, create=True, parent_run_id=old_log.run_id) as opened:
+        engine: Engine = opened.engine
+        trainer = Trainer(
+            engine.log, blobs=blobs, config=cfg.trainer, base_model=model, temperature=cfg.policy.temperature
+        )
+
+        def new_env(index: int) -> None:
+            # train on every group completed so far, then play the next environment with the result
+            trainer.run(flush=False)
+            sync_policy(engine.ctx.policy, engine.log, blobs)
+            old = curriculum[index]
+            env_id = env_id_for(engine.run_id, index)
+            engine._append(
+                EnvironmentProposed(
+                    env_id=env_id,
+                    skill=old.skill,
+                    difficulty=old.difficulty,
+                    code=old.code,
+                    code_sha256=old.code_sha256,
+                    policy_version=engine.ctx.policy.version,
+                    document=old.document,
+                    prompt=old.prompt,
+                    designer=f"replay:{old_log.run_id}/{old.env_id}",
+                )
+            )
+            if on_env is not None:
+                on_env(index, env_id)
+
+        engine._new_env = new_env  # type: ignore[method-assign]
+        reason = engine.run()
+        trainer.run(flush=True)
+        return RetrainResult(
+            run_id=run_id, parent_run_id=old_log.run_id, environments=len(curriculum), updates=list(trainer.updates),
+            reason=reason,
+        )

@@ -1,0 +1,90 @@
+"""Scale options of the trainer on the tiny model: chunked scoring equals full scoring, LoRA
+(peft) updates only adapters and checkpoints merged weights a plain policy loads, gradient
+checkpointing gives the same gradients, DeepSpeed without the package is a clear error, and
+the vLLM-free trainer config rejects a KL term it does not implement."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spade_engine.blobs import BlobStore
+from spade_engine.config import TrainerConfig
+from spade_engine.engine.policy.tiny import build_tiny_model
+from spade_engine.engine.policy.transformers_policy import TransformersPolicy
+from spade_engine.errors import ConfigError
+from spade_engine.trainer.batches import TrainSample
+from spade_engine.trainer.checkpoints import save_weights
+from spade_engine.trainer.model import TrainerSetupError, TrainModel
+from spade_engine.trainer.scoring import token_logprobs
+from spade_engine.trainer.update import train_on_samples
+
+
+def _samples(n=4):
+    out = []
+    for i in range(n):
+        out.append(TrainSample(role="agent", env_id=f"e{i}", prompt_ids=[257, 72, 105 + i], completion_ids=[97 + i, 98, 258],
+                               behaviour_logprobs=[-5.5, -5.6, -5.4], advantage=(0.5 if i % 2 else -0.5), reward=float(i % 2),
+                               policy_version="v0", event_id=str(i)))
+    return out
+
+
+def test_chunked_scoring_matches_full_scoring_and_gradients():
+    model, _ = build_tiny_model(seed=0)
+    ids = torch.randint(0, 259, (2, 37), generator=torch.Generator().manual_seed(0))
+    full = token_logprobs(model, ids, None, temperature=0.7)
+    chunked = token_logprobs(model, ids, None, temperature=0.7, chunk=8)
+    assert torch.allclose(full, chunked, atol=1e-5)
+    ref = torch.log_softmax(model(ids).logits[:, :-1].float() / 0.7, -1).gather(-1, ids[:, 1:, None])[..., 0]
+    assert torch.allclose(full, ref, atol=1e-5)
+    g1 = torch.autograd.grad(full.sum(), model.model.embed_tokens.weight)[0]
+    g2 = torch.autograd.grad(token_logprobs(model, ids, None, temperature=0.7, chunk=8).sum(), model.model.embed_tokens.weight)[0]
+    assert torch.allclose(g1, g2, atol=1e-5)
+
+
+def test_gradient_checkpointing_gives_the_same_update():
+    results = []
+    for ckpt in (False, True):
+        model, _ = build_tiny_model(seed=0)
+        tm = TrainModel(model, TrainerConfig(learning_rate=1e-2, device="cpu", gradient_checkpointing=ckpt), device=torch.device("cpu"))
+        m = train_on_samples(tm, _samples())
+        results.append((m["grad_norm"], tm.model.model.layers[0].mlp.up_proj.weight.detach().clone()))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-4)
+    assert torch.allclose(results[0][1], results[1][1], atol=1e-6)
+
+
+def test_lora_trains_adapters_and_checkpoints_merged_weights(tmp_path):
+    model, _ = build_tiny_model(seed=0)
+    base_before = model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    cfg = TrainerConfig(learning_rate=5e-2, device="cpu", lora=True, lora_r=4, lora_alpha=8)
+    tm = TrainModel(model, cfg, device=torch.device("cpu"))
+    trainable = [n for n, p in tm.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    for _ in range(3):
+        train_on_samples(tm, _samples())
+    # base weights untouched, adapters moved
+    inner = tm.model.get_base_model().model.layers[0].self_attn.q_proj
+    assert torch.equal(inner.base_layer.weight, base_before)
+    ref = save_weights(tm.model, BlobStore(tmp_path / "blobs"))
+    policy = TransformersPolicy.from_tiny(seed=0)
+    policy.load_version("v1", str(BlobStore(tmp_path / "blobs").resolve(ref)))
+    merged = policy.model.model.layers[0].self_attn.q_proj.weight
+    assert not torch.equal(merged, base_before)
+    ids = torch.tensor([[257, 72, 105, 97, 98]])
+    with torch.no_grad():
+        a = tm.model(input_ids=ids).logits
+        b = policy.model(input_ids=ids).logits
+    assert torch.allclose(a, b, atol=1e-4)  # the plain policy with merged weights = base + adapters
+
+
+def test_deepspeed_without_package_and_kl_are_clear_errors(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "deepspeed", None)
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"zero_optimization": {"stage": 2}}')
+    model, _ = build_tiny_model(seed=0)
+    with pytest.raises(TrainerSetupError, match="DeepSpeed"):
+        TrainModel(model, TrainerConfig(device="cpu", deepspeed_config=str(ds)), device=torch.device("cpu"))
+    with pytest.raises(ConfigError, match="kl_coef"):
+        TrainModel(model, TrainerConfig(device="cpu", kl_coef=0.1), device=torch.device("cpu"))
