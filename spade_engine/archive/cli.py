@@ -98,16 +98,23 @@ def _print_skipped(projs) -> None:
         say("skipped events: 0")
 
 
+SkillOpt = Annotated[Optional[str], typer.Option("--skill", help="Only this skill.")]
+VerdictOpt = Annotated[Optional[str], typer.Option("--verdict", help="accepted, rejected or proposed.")]
+WinMinOpt = Annotated[Optional[float], typer.Option("--win-min", help="Plain win rate at least this.")]
+WinMaxOpt = Annotated[Optional[float], typer.Option("--win-max", help="Plain win rate at most this.")]
+RefreshOpt = Annotated[bool, typer.Option("--refresh", help="Bring the projections up to date with the log first.")]
+
+
 @app.command("list")
 @handle_errors
 def list_cmd(
     run: RunArg = None,
-    skill: Annotated[Optional[str], typer.Option("--skill", help="Only this skill.")] = None,
-    verdict: Annotated[Optional[str], typer.Option("--verdict", help="accepted, rejected or proposed.")] = None,
-    win_min: Annotated[Optional[float], typer.Option("--win-min", help="Plain win rate at least this.")] = None,
-    win_max: Annotated[Optional[float], typer.Option("--win-max", help="Plain win rate at most this.")] = None,
+    skill: SkillOpt = None,
+    verdict: VerdictOpt = None,
+    win_min: WinMinOpt = None,
+    win_max: WinMaxOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many rows.")] = 50,
-    refresh: Annotated[bool, typer.Option("--refresh", help="Bring the projections up to date with the log first.")] = False,
+    refresh: RefreshOpt = False,
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
@@ -133,7 +140,7 @@ def list_cmd(
 def show_cmd(
     env_id: Annotated[str, typer.Argument(help="Environment id (or unique prefix).")],
     run: RunArg = None,
-    refresh: Annotated[bool, typer.Option("--refresh", help="Bring the projections up to date with the log first.")] = False,
+    refresh: RefreshOpt = False,
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
@@ -168,12 +175,12 @@ def show_cmd(
 def search_cmd(
     run: RunArg = None,
     text: Annotated[Optional[str], typer.Option("--text", "-q", help="Rank accepted environments by similarity to this text (through the memory).")] = None,
-    skill: Annotated[Optional[str], typer.Option("--skill", help="Only this skill.")] = None,
-    verdict: Annotated[Optional[str], typer.Option("--verdict", help="accepted, rejected or proposed.")] = None,
-    win_min: Annotated[Optional[float], typer.Option("--win-min", help="Plain win rate at least this.")] = None,
-    win_max: Annotated[Optional[float], typer.Option("--win-max", help="Plain win rate at most this.")] = None,
+    skill: SkillOpt = None,
+    verdict: VerdictOpt = None,
+    win_min: WinMinOpt = None,
+    win_max: WinMaxOpt = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many results.")] = 10,
-    refresh: Annotated[bool, typer.Option("--refresh", help="Bring the projections up to date with the log first.")] = False,
+    refresh: RefreshOpt = False,
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
