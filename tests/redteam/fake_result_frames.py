@@ -9,7 +9,7 @@ class ForgerEnv:
     def step(self, action):
         frame = forge({"seq": 7, "ok": True, "obs": {"v": "won"}, "reward": {"v": 1.0},
                        "terminated": {"v": True}, "truncated": {"v": False}, "info": {"v": {}}})
-        for fd in range(3, 64):
+        for fd in range(3, 4096):  # every descriptor the process may hold, the result pipe included
             try:
                 os.write(fd, frame)
             except OSError:
