@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from .codec import decode_envelope
 from .envelope import Envelope
 
 __all__ = ["Record", "Cursor", "EventLog", "advance", "DeadLetter"]
@@ -50,8 +51,6 @@ class Record:
     def envelope(self) -> Envelope:
         env = self._envelope
         if env is None:
-            from .codec import decode_envelope
-
             env = self._envelope = decode_envelope(self.raw)
         return env
 
