@@ -131,10 +131,15 @@ def test_checkpoint_round_trip_and_load_version(tmp_path):
         policy.load_version("v2", str(tmp_path / "missing.safetensors"))
 
 
+# A hub id that exists nowhere: with HF_HUB_OFFLINE=1 nothing is downloaded, and the policy must
+# say it is offline instead of raising a hub error.
+MISSING_HUB_ID = "/".join(("no-such-org", "no-such-model-xyz"))
+
+
 def test_from_pretrained_offline_missing_model_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(PolicyLoadError, match="offline"):
-        TransformersPolicy.from_pretrained("no-such-org/no-such-model-xyz")
+        TransformersPolicy.from_pretrained(MISSING_HUB_ID)
 
 
 def test_from_pretrained_local_directory_with_chat_template(tmp_path):
