@@ -29,9 +29,10 @@ from spade_engine.events import (  # noqa: E402
 )
 
 
-def build(n: int, run_id: str):
+def build(n: int, run_id: str, start: int = 0):
+    """``n`` RolloutCompleted envelopes (8 plays per environment), the events benches append."""
     out = []
-    for i in range(n):
+    for i in range(start, start + n):
         payload = RolloutCompleted(
             env_id=f"env-{i // 8:06d}",
             play_id=f"p{i}",

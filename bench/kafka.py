@@ -35,26 +35,11 @@ from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
 from spade_engine.consumers import EmbeddedRunner  # noqa: E402
 from spade_engine.consumers.stats import RunStatsProjection  # noqa: E402
 from spade_engine.devtools.kafka_broker import KafkaBroker  # noqa: E402
-from spade_engine.events import Generation, RolloutCompleted, Turn, encode_envelope, make_envelope  # noqa: E402
+from spade_engine.events import encode_envelope  # noqa: E402
 from spade_engine.events.kafka_log import KafkaEventLog  # noqa: E402
 
-
-def build(n: int, run_id: str, start: int = 0):
-    out = []
-    for i in range(start, start + n):
-        payload = RolloutCompleted(
-            env_id=f"env-{i // 8:06d}",
-            play_id=f"p{i}",
-            hinted=bool(i % 2),
-            seed=i,
-            policy_version="v0",
-            episode_reward=float(i % 3 == 0),
-            turns=[Turn(observation="obs", action="\\boxed{4}", reward=1.0, terminated=True,
-                        generation=Generation(prompt_token_ids=[1, 2, 3], completion_token_ids=[4], logprobs=[-0.1]))],
-            terminated=True,
-        )
-        out.append(make_envelope(payload, run_id=run_id, producer="bench"))
-    return out
+sys.path.append(str(_HERE))  # after the kafka package: this file is named kafka.py
+from eventlog import build  # noqa: E402  (the same events as the SQLite bench)
 
 
 class _Timed(RunStatsProjection):
