@@ -25,6 +25,18 @@ def _toml(path, text):
     return path
 
 
+def rollouts_recorded(data) -> int:
+    """RolloutCompleted events so far in the first run of ``data`` (0 before the run exists)."""
+    runs = DataDir(data).runs()
+    if not runs:
+        return 0
+    log = open_event_log(runs[0], data_dir=data)
+    try:
+        return log.count_by_type().get("RolloutCompleted", 0)
+    finally:
+        log.close()
+
+
 def test_start_procedural_end_to_end_and_status(tmp_path):
     """`start` with the procedural policy: complete chains for valid and invalid environments,
     repairs, and the archive and memory projections reflect the log; `status` summarises it."""
@@ -208,15 +220,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
-            runs = DataDir(data).runs()
-            if not runs:
-                continue
-            log = open_event_log(runs[0], data_dir=data)
-            try:
-                n = log.count_by_type().get("RolloutCompleted", 0)
-            finally:
-                log.close()
-            if n >= 5:
+            if rollouts_recorded(data) >= 5:
                 break
         assert proc.poll() is None, f"engine ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
         os.killpg(proc.pid, signal.SIGKILL)
@@ -295,15 +299,7 @@ def test_ctrl_c_stops_cleanly_then_start_resumes(tmp_path):
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             time.sleep(0.2)
-            runs = DataDir(data).runs()
-            if not runs:
-                continue
-            log = open_event_log(runs[0], data_dir=data)
-            try:
-                n = log.count_by_type().get("RolloutCompleted", 0)
-            finally:
-                log.close()
-            if n >= 3:
+            if rollouts_recorded(data) >= 3:
                 os.kill(os.getpid(), signal.SIGINT)
                 sent.set()
                 return
