@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from archive_support import mixed_run
-from factories import run_events
 from spade_engine.archive.difficulty import DifficultySeries
 from spade_engine.archive.replay import first_difference, open_live_projections, replay_run, verify_projections
 from spade_engine.cli import app
@@ -247,10 +246,6 @@ def test_archive_migrate_command(data, tmp_path):
 
 @pytest.mark.slow
 def test_archive_search_by_text(tmp_path):
-    import hashlib
-
-    import numpy as np
-
     from archive_support import chain
     from spade_engine.archive.embedder import Embedder
 

@@ -12,7 +12,6 @@ from spade_engine.events import (
     EnvironmentProposed,
     EnvironmentValidated,
     Generation,
-    PolicyUpdated,
     RegretEstimated,
     RolloutCompleted,
     SqliteEventLog,

@@ -18,7 +18,7 @@ from rich.table import Table
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run, out
 from ..errors import SpadeError
 from ..events.store import DataDir, resolve_data_dir
-from .db import ARCHIVE_FILENAME, ArchiveError, make_engine, migrate, open_engine, resolve_url, safe_url, schema_revision
+from .db import ARCHIVE_FILENAME, ArchiveError, make_engine, migrate, resolve_url, safe_url, schema_revision
 
 app = typer.Typer(help="Query and audit the environment archive of a run.", no_args_is_help=True)
 

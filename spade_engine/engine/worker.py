@@ -41,7 +41,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..blobs import BlobStore
 from ..config import EngineConfig

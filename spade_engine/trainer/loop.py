@@ -32,8 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from ..blobs import BlobStore
 from ..config import TrainerConfig
 from ..events.catalogue import PolicyUpdated

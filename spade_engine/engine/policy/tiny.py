@@ -75,7 +75,6 @@ def build_tiny_model(
     ``vocab`` defaults to the tokenizer's size (259); a larger value pads the embedding table.
     Returns ``(model, tokenizer)``; the model is in eval mode on CPU.
     """
-    import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = build_tiny_tokenizer()
