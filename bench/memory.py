@@ -15,8 +15,10 @@
        configured threshold), which is what the engine uses.
 2. Replay throughput: a synthetic run of 200k events (complete environment chains: proposal,
    validation with a recorded embedding, hint, 4+4 plays, regret) written to the SQLite log,
-   rebuilt by ``replay_run`` into a fresh directory (archive + memory + difficulty). Baseline:
-   reading the same log without projections.
+   rebuilt by ``replay_run`` into a fresh directory (archive + memory + difficulty), as the CLI
+   does it (``replay_events_per_s``: two processes, the archive here and memory + difficulty in a
+   child that reads the log itself) and in one process (``replay_events_per_s_sequential``).
+   Baseline: reading the same log without projections.
 
 Last line: one JSON object. ``--quick`` runs 10k/100k and 20k events.
 """
@@ -220,16 +222,21 @@ def bench_replay(n_events: int, rng: np.random.Generator) -> dict:
         read = sum(1 for _ in log.read())
         read_wall, read_cpu = time.perf_counter() - t, time.process_time() - c
         c, t = time.process_time(), time.perf_counter()
+        seq = replay_run(log, tmp / "replay-seq", parallel=False)
+        seq_wall, seq_cpu = time.perf_counter() - t, time.process_time() - c
+        t = time.perf_counter()
         res = replay_run(log, tmp / "replay")
-        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        wall = time.perf_counter() - t
         log.close()
-        assert res.events == n == read
+        assert res.events == seq.events == n == read and seq.skipped == res.skipped
         return {
             "events": n,
             "write_s": round(write_s, 2),
             "replay_s": round(wall, 2),
             "replay_events_per_s": round(n / wall, 1),
-            "replay_events_per_s_cpu": round(n / cpu, 1),
+            "replay_processes": res.processes,
+            "replay_events_per_s_sequential": round(n / seq_wall, 1),
+            "replay_events_per_s_sequential_cpu": round(n / seq_cpu, 1),
             "baseline_read_events_per_s": round(n / read_wall, 1),
             "baseline_read_events_per_s_cpu": round(n / read_cpu, 1),
             "skipped": res.skipped,

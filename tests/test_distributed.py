@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from spade_engine.archive.queries import list_environments, plays_of
+from spade_engine.archive.queries import dump_archive, list_environments, plays_of
 from spade_engine.archive.replay import open_projections, replay_run
 from spade_engine.engine.regret_replay import recompute_regrets, verify_regrets
 from spade_engine.engine.state import RunState
@@ -149,9 +149,15 @@ def test_scale_out_with_sigkilled_workers(kafka_bootstrap: str, tmp_path: Path) 
     ]
     assert survivors_after, "the surviving validator did no work"
 
-    # the archive, rebuilt from the Kafka log, holds each environment exactly once
-    replay_run(log, tmp_path / "replay")
+    # the archive, rebuilt from the Kafka log, holds each environment exactly once; the two-process
+    # replay (a child reopens the Kafka log) rebuilds the same archive as the one-process one
+    par = replay_run(log, tmp_path / "replay", parallel=True)
+    seq = replay_run(log, tmp_path / "replay-seq", parallel=False)
+    assert (par.events, par.cursor) == (seq.events, seq.cursor) and par.events == sum(log.end_cursor().values())
+    with open_projections(tmp_path / "replay-seq") as one:
+        seq_archive, seq_memory = dump_archive(one.archive.engine), len(one.memory)
     projs = open_projections(tmp_path / "replay")
+    assert dump_archive(projs.archive.engine) == seq_archive and len(projs.memory) == seq_memory
     try:
         rows = list_environments(projs.archive.engine, limit=None)
         ids = [r["env_id"] for r in rows]

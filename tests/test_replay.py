@@ -265,3 +265,69 @@ def test_archive_search_by_text(tmp_path):
     found = json.loads(res.output)
     assert found[0]["env_id"] == "env-sort" and len(found) == 2
     assert found[0]["similarity"] > found[1]["similarity"]
+
+
+def test_parallel_replay_equals_sequential(data, tmp_path):
+    """The two-process replay (archive here, memory and difficulty in a child that reads the log
+    itself) rebuilds exactly what the one-process replay does, also when bounded by --until."""
+    from spade_engine.archive.replay import open_projections
+
+    import msgspec
+
+    root, log = data
+    rec = next(iter(log.read()))
+    log.append([msgspec.structs.replace(rec.envelope, event_id="00000000-0000-7000-8000-0000000000ab", type="Mystery")])
+    seq = replay_run(log, tmp_path / "seq", parallel=False)
+    par = replay_run(log, tmp_path / "par", parallel=True)
+    assert (par.events, par.cursor, par.skipped) == (seq.events, seq.cursor, seq.skipped)
+    assert par.skipped == {name: {"unknown type Mystery": 1} for name in ("archive", "memory", "difficulty")}
+    with open_projections(tmp_path / "seq") as a, open_projections(tmp_path / "par") as b:
+        assert verify_projections(a, b) is None
+        assert len(b.memory) == 10 and b.difficulty.rows()
+    cut = replay_run(log, tmp_path / "par-cut", parallel=True, until=20)
+    assert cut.events == 20 and cut.cursor == {0: 20}
+    with open_projections(tmp_path / "par-cut") as p:
+        assert [x.position() for x in p.all] == [{0: 20}] * 3
+
+
+def test_parallel_replay_reports_a_failed_child(data, tmp_path, monkeypatch):
+    """A child that cannot do its half is a clear ReplayError, not a half-built replay called done."""
+    import spade_engine.archive.replay as replay_mod
+    from spade_engine.archive.replay import ReplayError
+
+    root, log = data
+    missing = tmp_path / "nowhere" / "events.sqlite"
+    monkeypatch.setattr(replay_mod, "log_opener", lambda _log: ("sqlite", {"path": str(missing), "run_id": RUN}))
+    with pytest.raises(ReplayError, match=r"replay child process failed: .*no event log at .*nowhere"):
+        replay_run(log, tmp_path / "par", parallel=True)
+
+
+def test_parallel_replay_needs_a_log_another_process_can_open(data, tmp_path):
+    from spade_engine.archive.replay import ReplayError
+
+    root, log = data
+
+    class Wrapped:  # an EventLog another process has no way to reopen
+        def __getattr__(self, name):
+            return getattr(log, name)
+
+    with pytest.raises(ReplayError, match="needs a log another process can open"):
+        replay_run(Wrapped(), tmp_path / "w", parallel=True)
+    # without asking for it, such a log is replayed in one process
+    assert replay_run(Wrapped(), tmp_path / "w2").events == len(list(log.read()))
+
+
+def test_replay_covers_the_log_as_it_was_when_it_started(data):
+    """Events appended while a replay reads are left out, so both processes of a parallel
+    replay stop at the same event."""
+    from spade_engine.archive.fold import bounds, records
+
+    root, log = data
+    n = len(list(log.read()))
+    stop, until_time = bounds(log, None)
+    assert stop == {0: n} and until_time is None
+    it = records(log, stop, until_time)
+    first = [next(it) for _ in range(5)]
+    log.append(mixed_run(RUN, 2, seed=1)[1:-1])
+    assert len(first) + sum(1 for _ in it) == n
+    assert bounds(log, 10) == ({0: 10}, None) and bounds(log, {0: 10**9})[0] == {0: len(list(log.read()))}

@@ -290,7 +290,7 @@ def replay_cmd(
     summary: dict[str, Any] = {
         "run_id": run_id, "into": str(result.directory), "events": result.events,
         "seconds": round(result.seconds, 3), "events_per_s": round(result.events_per_s, 1),
-        "cursor": result.cursor, "skipped": result.skipped,
+        "cursor": result.cursor, "skipped": result.skipped, "processes": result.processes,
     }
     difference = None
     if live is not None:
@@ -300,7 +300,7 @@ def replay_cmd(
     if as_json:
         out.print_json(json.dumps(summary, default=str))
     else:
-        say(f"replayed {result.events} events of {run_id} into {result.directory} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s)")
+        say(f"replayed {result.events} events of {run_id} into {result.directory} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s, {result.processes} process{'es' if result.processes > 1 else ''})")
         total = sum(sum(c.values()) for c in result.skipped.values())
         parts = [f"{n}: " + ", ".join(f"{r} x{c}" for r, c in counts.items()) for n, counts in result.skipped.items() if counts]
         say(f"skipped events: {total}" + (f" ({'; '.join(parts)})" if parts else ""))

@@ -8,9 +8,9 @@ files from offset 0 in a fresh directory, optionally only up to an offset or a t
 
 from __future__ import annotations
 
-import gc
+import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +20,7 @@ from ..config import EngineConfig, MemoryConfig
 from ..errors import SpadeError
 from ..events.log import Cursor, EventLog
 from .db import ARCHIVE_FILENAME, resolve_url
+from .fold import FoldError, bounds, finish_child, fold, log_opener, records, start_child
 from .difficulty import DEFAULT_WINDOW, DifficultySeries
 from .memory import EnvironmentMemory
 from .projection import ArchiveProjection
@@ -32,6 +33,7 @@ __all__ = [
     "open_projections",
     "open_live_projections",
     "replay_run",
+    "PARALLEL_MIN_EVENTS",
     "parse_until",
     "first_difference",
     "verify_projections",
@@ -141,24 +143,16 @@ class ReplayResult:
     seconds: float
     cursor: Cursor
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: 2 when memory and difficulty were rebuilt by a child process beside the archive
+    processes: int = 1
 
     @property
     def events_per_s(self) -> float:
         return self.events / self.seconds if self.seconds > 0 else float("inf")
 
 
-def _records(log: EventLog, until: int | str | Mapping[int, int] | None) -> Iterator[Any]:
-    if isinstance(until, int):
-        until = {p: until for p in (log.end_cursor() or {0: 0})}
-    for rec in log.read({}):
-        if isinstance(until, str):
-            if rec.envelope.occurred_at > until:
-                return
-        elif until is not None and rec.offset >= until.get(rec.partition, 0):
-            if len(until) == 1:
-                return
-            continue
-        yield rec
+#: logs with at least this many events are replayed in two processes (see :func:`replay_run`)
+PARALLEL_MIN_EVENTS = 50_000
 
 
 def replay_run(
@@ -170,38 +164,55 @@ def replay_run(
     archive_url: str | None = None,
     window: int = DEFAULT_WINDOW,
     flush_every: int = 100_000,
+    parallel: bool | None = None,
 ) -> ReplayResult:
-    """Rebuild every projection of ``log`` from offset 0 into the fresh directory ``into``."""
+    """Rebuild every projection of ``log`` from offset 0 into the fresh directory ``into``.
+
+    The replay covers the log as it is when the replay starts (bounded further by ``until``: an
+    offset, a per-partition cursor or an ISO time). With ``parallel`` (default: on for logs of at
+    least :data:`PARALLEL_MIN_EVENTS` events that another process can reopen, on a machine with
+    more than one CPU) the archive, the most expensive projection, is rebuilt by a child process
+    that reads the log itself while this process rebuilds memory and difficulty; both stop at the
+    same cursor, so the result is the same as a sequential replay.
+    """
     into = Path(into)
     if into.exists() and any(into.iterdir()):
         raise ReplayError(f"replay target {into} is not empty; give a new directory")
     t0 = time.perf_counter()
+    stop, until_time = bounds(log, until)
     projs = open_projections(into, config, archive_url=archive_url, window=window)
     if any(p.position() for p in projs.all):
         projs.close()
         raise ReplayError(f"replay target archive {archive_url} is not empty; give an empty database")
-    cursor: Cursor = {}
-    n = 0
-    # bulk rebuild: the projections build no reference cycles, so the cyclic GC's repeated scans
-    # of the growing state are pure overhead here (restored afterwards)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
+    opener = log_opener(log)
+    if parallel is None:
+        parallel = opener is not None and (os.cpu_count() or 1) > 1 and sum(stop.values()) >= PARALLEL_MIN_EVENTS
+    elif parallel and opener is None:
+        raise ReplayError(f"a parallel replay needs a log another process can open; {type(log).__name__} cannot be")
     try:
-        apply_fns = [p.apply for p in projs.all]
-        for rec in _records(log, until):
-            for fn in apply_fns:
-                fn(rec)
-            cursor[rec.partition] = rec.offset + 1
-            n += 1
-            if n % flush_every == 0:
-                projs.flush(cursor)
-        projs.flush(cursor)
-        result = ReplayResult(into, n, time.perf_counter() - t0, cursor, projs.skipped())
+        if not parallel:
+            n, cursor = fold(records(log, stop, until_time), projs.all, flush_every)
+            return ReplayResult(into, n, time.perf_counter() - t0, cursor, projs.skipped())
+        # the child rebuilds memory and difficulty from its own reading of the log while this
+        # process rebuilds the archive; both stop at ``stop``
+        mem_cfg = projs.memory.config.model_dump()
+        child = start_child(opener, into, mem_cfg, window, stop, until_time, flush_every)  # type: ignore[arg-type]
+        try:
+            n, cursor = fold(records(log, stop, until_time), [projs.archive], flush_every)
+        except BaseException:
+            child.kill()
+            child.wait()
+            raise
+        try:
+            n_child, cursor_child, child_skipped = finish_child(child)
+        except FoldError as exc:
+            raise ReplayError(str(exc)) from None
+        if (n_child, cursor_child) != (n, cursor):
+            raise ReplayError(f"the replay child read {n_child} events up to {cursor_child}, this process {n} up to {cursor}")
+        skipped = {"archive": projs.archive.skipped, **child_skipped}
+        return ReplayResult(into, n, time.perf_counter() - t0, cursor, skipped, processes=2)
     finally:
-        if gc_was_enabled:
-            gc.enable()
         projs.close()
-    return result
 
 
 def _ident(item: Any) -> str:
@@ -259,3 +270,4 @@ def run_config(log: EventLog) -> EngineConfig:
 def verify_projections(live: Projections, replayed: Projections) -> str | None:
     """Compare every projection; ``None`` when equal, else the first difference."""
     return first_difference(live.dump(), replayed.dump())
+
