@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 
 from spade_engine.archive.queries import dump_archive, list_environments, plays_of
-from spade_engine.archive.replay import open_projections, replay_run
+from spade_engine.archive.replay import open_live_projections, open_projections, replay_run
 from spade_engine.engine.regret_replay import recompute_regrets, verify_regrets
 from spade_engine.engine.state import RunState
 from spade_engine.events.errors import RunNotFound
 from spade_engine.events.kafka_log import KafkaEventLog
-from spade_engine.events.store import new_run_id
+from spade_engine.events.store import DataDir, new_run_id
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -175,6 +175,18 @@ def test_scale_out_with_sigkilled_workers(kafka_bootstrap: str, tmp_path: Path) 
             assert row["designer_reward"] == pytest.approx(again.designer_reward, abs=1e-12)
     finally:
         projs.close()
+    # `worker consumers` (the faust-streaming driver on Kafka) builds the run's live projections
+    # from the same log: its archive equals the replay's
+    consumers = _spawn(["consumers", "--run", run_id, "--until-idle", "8"], logs / "consumers.log", kafka_bootstrap, data)
+    try:
+        assert consumers.wait(240) == 0, (logs / "consumers.log").read_text()[-3000:]
+    finally:
+        if consumers.poll() is None:
+            consumers.kill()
+            consumers.wait(30)
+    with open_live_projections(DataDir(data).run_dir(run_id)) as live:
+        assert dump_archive(live.archive.engine) == seq_archive
+        assert {p.name: p.position() for p in live.all} == {p: par.cursor for p in ("archive", "memory", "difficulty")}
     # the single-process regret code path gives exactly the recorded numbers
     assert verify_regrets(log) == []
     log.close()

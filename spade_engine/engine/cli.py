@@ -95,6 +95,7 @@ def start(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
     plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays and hinted plays per environment.", show_default=False)] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the live progress panel.")] = True,
+    train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
 ) -> None:
     """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
 
@@ -108,7 +109,7 @@ def start(
     root = resolve_data_dir(data_dir)
     boot = bootstrap_or_env(bootstrap)
     run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
-    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays}
+    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train}
     if create:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
         if model:
@@ -136,6 +137,8 @@ def start(
     console.print(f"[bold]{verb}[/] {run_id}  [dim](data {root}, backend {b}, policy {cfg.policy.kind})[/]")
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
         engine = opened.engine
+        if engine.trainer is not None:
+            console.print(f"[dim]training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)[/]")
         t0 = time.monotonic()
         last = [0.0]
         live: Live | None = None
@@ -182,9 +185,12 @@ def start(
             for sig, handler in old.items():
                 signal.signal(sig, handler)
         s = engine.state.stats()
+        trained = ""
+        if engine.trainer is not None:
+            trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
         console.print(
             f"[bold]stopped[/] ({reason}): {s['roots']} environments, {s['accepted']} accepted, {s['plays']} plays, "
-            f"mean regret {_fmt(s['mean_regret'])}. Resume with: spade-engine start --run {run_id}"
+            f"mean regret {_fmt(s['mean_regret'])}{trained}. Resume with: spade-engine start --run {run_id}"
         )
 
 

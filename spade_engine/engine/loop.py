@@ -111,6 +111,11 @@ class Engine:
     blobs: BlobStore | None = None
     on_progress: Callable[[RunState], None] | None = None
     parent_run_id: str | None = None
+    #: an in-process trainer (``trainer.enabled``): ``run(flush=...)`` trains on the groups the log
+    #: holds and returns the PolicyUpdated it published; called before each new environment
+    trainer: Any = None
+    #: where new environments come from (default: the designer); curriculum replay sets it
+    proposer: Callable[["Engine", int], EventPayload] | None = None
     state: RunState = field(init=False)
     stop_event: threading.Event = field(default_factory=threading.Event)
     appended: int = 0
@@ -197,7 +202,9 @@ class Engine:
                 continue
             n = len(self.state.roots())
             if max_envs is not None and n >= max_envs:
+                self._train(flush=True)
                 return "max_envs"
+            self._train(flush=False)
             self._new_env(n)
 
     # -- work selection ------------------------------------------------------------------------
@@ -218,7 +225,22 @@ class Engine:
     # -- stages --------------------------------------------------------------------------------
 
     def _new_env(self, index: int) -> None:
-        self._append(new_env(self.ctx, self.state, index))
+        payload = self.proposer(self, index) if self.proposer is not None else new_env(self.ctx, self.state, index)
+        self._append(payload)
+
+    def _train(self, *, flush: bool) -> None:
+        """Training between environments: the in-process trainer (if any) trains on every group
+        completed so far (``flush``: also a last partial batch), and the policy loads the result
+        before the next environment is proposed and played."""
+        if self.trainer is None or self.stopping:
+            return
+        if self.trainer.run(flush=flush):
+            self.state.refresh(self.log)
+            if self.runner is not None:
+                self.runner.catch_up()
+            self._maybe_load_policy()
+            if self.on_progress is not None:
+                self.on_progress(self.state)
 
     def _advance(self, st: EnvState) -> None:
         stage = self._next_stage(st)

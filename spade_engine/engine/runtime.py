@@ -16,7 +16,7 @@ from typing import Any
 
 from ..blobs import BlobStore
 from ..config import EngineConfig, PolicyConfig
-from ..errors import SpadeError
+from ..errors import ConfigError, SpadeError
 from ..events.errors import RunNotFound
 from ..events.log import EventLog
 from ..events.store import DataDir, list_runs, new_run_id, open_event_log, resolve_run
@@ -130,6 +130,26 @@ class OpenEngine:
         self.close()
 
 
+def require_trainable(cfg: EngineConfig) -> None:
+    """``trainer.enabled`` needs a policy with weights (``policy.kind`` transformers or vllm and a
+    ``policy.model``); the procedural simulation has none, so that is a configuration error."""
+    if cfg.trainer.enabled and (cfg.policy.kind == "procedural" or not cfg.policy.model):
+        raise ConfigError(
+            "trainer.enabled needs a model to train: set policy.kind = \"transformers\" and policy.model "
+            "(or pass --model); the procedural policy is a simulation without weights"
+        )
+
+
+def make_inprocess_trainer(cfg: EngineConfig, log: Any, blobs: BlobStore) -> Any:
+    """The trainer of ``trainer.enabled``: trains the run's own model between environments.
+
+    It needs a policy with weights (see :func:`require_trainable`)."""
+    require_trainable(cfg)
+    from ..trainer.loop import Trainer
+
+    return Trainer(log, blobs=blobs, config=cfg.trainer, base_model=cfg.policy.model, temperature=cfg.policy.temperature)
+
+
 def open_engine(
     cfg: EngineConfig,
     *,
@@ -145,6 +165,7 @@ def open_engine(
     from .sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
     from .validator import Validator
 
+    require_trainable(cfg)
     closers: list[Any] = []
     try:
         run_dir = DataDir(data_dir).run_dir(run_id)
@@ -195,9 +216,10 @@ def open_engine(
             step_errors=((StepTimeout,), (SandboxCrash, SandboxError)),
             tokenize=getattr(getattr(policy, "tokenizer", None), "tokenize", None),
         )
+        blobs = BlobStore(DataDir(data_dir).blobs_dir)
         engine = Engine(
-            log=log, cfg=cfg, ctx=ctx, runner=runner, blobs=BlobStore(DataDir(data_dir).blobs_dir),
-            parent_run_id=parent_run_id,
+            log=log, cfg=cfg, ctx=ctx, runner=runner, blobs=blobs, parent_run_id=parent_run_id,
+            trainer=make_inprocess_trainer(cfg, log, blobs) if cfg.trainer.enabled else None,
         )
         return OpenEngine(engine=engine, run_id=run_id, run_dir=run_dir, created=create, closers=closers)
     except BaseException:

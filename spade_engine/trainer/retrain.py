@@ -77,8 +77,6 @@ def retrain_run(
     """Replay ``old_log``'s curriculum with a fresh ``model`` into a new run (see module docstring)."""
     from ..engine.loop import Engine, env_id_for
     from ..engine.runtime import open_engine
-    from .checkpoints import sync_policy
-    from .loop import Trainer
 
     curriculum = recorded_curriculum(old_log)
     if max_envs is not None:
@@ -103,38 +101,30 @@ def retrain_run(
         }
     )
     run_id = new_run_id()
-    blobs = BlobStore(DataDir(data_dir).blobs_dir)
     with open_engine(cfg, run_id=run_id, data_dir=data_dir, create=True, parent_run_id=old_log.run_id) as opened:
         engine: Engine = opened.engine
-        trainer = Trainer(
-            engine.log, blobs=blobs, config=cfg.trainer, base_model=model, temperature=cfg.policy.temperature
-        )
+        trainer = opened.engine.trainer
+        assert trainer is not None  # trainer.enabled: the engine trains between environments
 
-        def new_env(index: int) -> None:
-            # train on every group completed so far, then play the next environment with the result
-            trainer.run(flush=False)
-            sync_policy(engine.ctx.policy, engine.log, blobs)
+        def replayed(engine: Engine, index: int) -> EnvironmentProposed:
             old = curriculum[index]
-            env_id = env_id_for(engine.run_id, index)
-            engine._append(
-                EnvironmentProposed(
-                    env_id=env_id,
-                    skill=old.skill,
-                    difficulty=old.difficulty,
-                    code=old.code,
-                    code_sha256=old.code_sha256,
-                    policy_version=engine.ctx.policy.version,
-                    document=old.document,
-                    prompt=old.prompt,
-                    designer=f"replay:{old_log.run_id}/{old.env_id}",
-                )
+            payload = EnvironmentProposed(
+                env_id=env_id_for(engine.run_id, index),
+                skill=old.skill,
+                difficulty=old.difficulty,
+                code=old.code,
+                code_sha256=old.code_sha256,
+                policy_version=engine.ctx.policy.version,
+                document=old.document,
+                prompt=old.prompt,
+                designer=f"replay:{old_log.run_id}/{old.env_id}",
             )
             if on_env is not None:
-                on_env(index, env_id)
+                on_env(index, payload.env_id)
+            return payload
 
-        engine._new_env = new_env  # type: ignore[method-assign]
+        engine.proposer = replayed
         reason = engine.run()
-        trainer.run(flush=True)
         return RetrainResult(
             run_id=run_id, parent_run_id=old_log.run_id, environments=len(curriculum), updates=list(trainer.updates),
             reason=reason,
