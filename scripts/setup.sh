@@ -2,7 +2,8 @@
 # Install what spade-engine and its tests need on a Debian machine, reusing what is present.
 #   scripts/setup.sh          python package (editable) + dev extras
 #   scripts/setup.sh --system also Debian packages the service-backed tests use
-#                             (kcat, chromium, chromium-driver, postgresql) and the Kafka jars
+#                             (kcat, chromium, chromium-driver, postgresql, docker-compose for
+#                             `docker-compose config` on compose.yaml) and the Kafka jars
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,7 @@ if [[ "${1:-}" == "--system" ]]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v java >/dev/null || need+=(default-jre-headless)
   command -v mvn >/dev/null || need+=(maven)
+  command -v docker-compose >/dev/null || need+=(docker-compose)
   if ((${#need[@]})); then
     echo "installing Debian packages: ${need[*]}"
     apt-get update -qq

@@ -1,12 +1,18 @@
 """compose.yaml: structure, replicas, health checks, volumes, shared config, GPU reservation,
 loopback-only ports, and every service command parsed by the real CLI.
 
-No Docker engine (nor the compose plugin) exists here, so the file is checked with PyYAML and the
-Typer app itself; ``docker compose config`` runs in CI where the plugin is installed.
+No Docker engine exists here, so nothing is built or started: the file is checked with PyYAML,
+the Typer app itself, and Debian's ``docker-compose`` (1.29, installed by ``scripts/setup.sh
+--system``), whose ``config`` command validates the file against the Compose schema and resolves
+interpolation without a daemon. The Dockerfile is parsed with ``dockerfile-parse`` and checked
+against the repository (sources it copies, the console script it runs, the Python it needs).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -115,3 +121,54 @@ def test_dashboard_command_parses_with_the_cli(compose: dict) -> None:
             assert arg in params, f"dashboard: unknown option {arg}"
     result = CliRunner().invoke(app, [*cmd, "--help"])
     assert result.exit_code == 0, result.output
+
+
+def _compose_config(env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    exe = shutil.which("docker-compose")
+    assert exe, "docker-compose is missing: run scripts/setup.sh --system"
+    env = {k: v for k, v in os.environ.items() if k != "SPADE_DASHBOARD_TOKEN"} | env_extra
+    return subprocess.run([exe, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True,
+                          env=env, cwd=str(ROOT), timeout=120)
+
+
+def test_docker_compose_validates_and_resolves_the_file(compose: dict) -> None:
+    res = _compose_config({"SPADE_DASHBOARD_TOKEN": "s3cret"})
+    assert res.returncode == 0, res.stderr
+    resolved = yaml.safe_load(res.stdout)
+    assert set(resolved["services"]) == set(compose["services"])
+    assert resolved["services"]["dashboard"]["environment"]["SPADE_DASHBOARD_TOKEN"] == "s3cret"
+    for name in SPADE_SERVICES:
+        svc = resolved["services"][name]
+        assert Path(svc["build"]["context"]) == ROOT, name  # built from this repository's Dockerfile
+    # the dashboard refuses to come up unprotected: no token, no config
+    res = _compose_config({})
+    assert res.returncode != 0 and "set SPADE_DASHBOARD_TOKEN" in res.stderr
+
+
+def test_dockerfile_matches_the_repository() -> None:
+    from dockerfile_parse import DockerfileParser
+
+    df = DockerfileParser(path=str(ROOT / "Dockerfile"))
+    instructions = [(i["instruction"], i["value"]) for i in df.structure if i["instruction"] != "COMMENT"]
+    kinds = [k for k, _ in instructions]
+    assert kinds[0] == "FROM" and kinds.count("FROM") == 1
+    base = df.baseimage
+    assert base.startswith("python:3.")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    need = pyproject["project"]["requires-python"].removeprefix(">=")
+    assert tuple(map(int, base.split(":")[1].split("-")[0].split("."))) >= tuple(map(int, need.split(".")))
+    # everything it copies exists, and together it is what `pip install` needs
+    copied: list[str] = []
+    for kind, value in instructions:
+        if kind == "COPY":
+            *sources, _dest = value.split()
+            for src in sources:
+                assert (ROOT / src).exists(), f"Dockerfile copies {src}, which is not in the repository"
+                copied.append(src)
+    assert "pyproject.toml" in copied and "spade_engine" in copied
+    assert pyproject["project"]["readme"] in copied  # setuptools reads it at install time
+    assert any(k == "RUN" and "pip install" in v for k, v in instructions)
+    # it runs the console script, and the data/offline settings the services rely on
+    entry = next(v for k, v in instructions if k == "ENTRYPOINT")
+    assert entry.strip() == '["spade-engine"]' and "spade-engine" in pyproject["project"]["scripts"]
+    assert df.envs.get("HF_HUB_OFFLINE") == "1" and df.envs.get("SPADE_DATA") == "/data"
