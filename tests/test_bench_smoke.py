@@ -1,0 +1,55 @@
+"""Every benchmark in bench/ runs end to end at its smallest size and prints, as its last line,
+the JSON keys its issue names.
+
+These tests keep the benchmarks from rotting between the runs that measure (a GPU session has
+minutes, not hours, to find a broken script). They never look at the figures: timings belong in
+the benchmarks' own output, not in pass/fail tests. Each script starts what it needs itself (a
+Kafka broker from the cached jars, a sandbox pool, headless Chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.bench, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CASES = {
+    "eventlog": (["--n", "5000", "--batch", "500"],
+                 ["append_events_per_s", "read_events_per_s", "baseline_append_events_per_s", "append_ratio"]),
+    "kafka": (["--n", "2000", "--batch", "500", "--e2e-n", "200"],
+              ["produce_events_per_s", "baseline_produce_events_per_s", "produce_ratio", "consume_events_per_s",
+               "e2e_p50_ms", "e2e_p99_ms"]),
+    "sandbox": (["--reps", "1", "--baseline-reps", "1", "--steps", "50"],
+                ["validate_p50_ms", "baseline_validate_p50_ms", "validate_speedup", "step_roundtrip_p50_ms"]),
+    "memory": (["--sizes", "2000", "--events", "5000", "--queries", "30", "--baseline-queries", "10"],
+               ["query_p50_ms_2000", "baseline_query_p50_ms_2000", "query_speedup_2000", "recall_at_1_2000",
+                "replay_events_per_s", "replay_events_per_s_sequential", "baseline_read_events_per_s"]),
+    "loop": (["--quick"], ["envs_per_min", "plays_per_min", "sandbox_share", "frontier_share", "frontier_share_fixed"]),
+    "dashboard": (["--n", "5000", "--seconds", "2", "--rate", "200"], ["initial_load_s_1m", "sse_lag_p99_ms"]),
+    "scale": (["--n", "6", "--repeat", "1", "--partitions", "4", "--no-novelty"],
+              ["validations_per_s_1", "validations_per_s_2", "scale_ratio"]),
+    "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
+                          "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_benchmark_runs_and_reports_its_keys(name: str) -> None:
+    args, keys = CASES[name]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py"), *args], capture_output=True, text=True,
+                         cwd=str(ROOT), env=env, timeout=540)
+    assert res.returncode == 0, f"bench/{name}.py failed:\n{res.stdout[-2000:]}\n{res.stderr[-3000:]}"
+    last = res.stdout.strip().splitlines()[-1]
+    result = json.loads(last)
+    missing = [k for k in keys if k not in result]
+    assert not missing, f"bench/{name}.py's last line lacks {missing}: {last}"
+    assert all(isinstance(result[k], (int, float)) for k in keys), last
