@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -133,15 +134,26 @@ def start_child(opener: tuple[str, Mapping[str, Any]], directory: Path, memory_c
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return subprocess.Popen(
+    # stderr goes to a file: a chatty child must never block on a full pipe while this process
+    # is still folding (stdout carries one line of JSON, written at the very end)
+    errors = tempfile.TemporaryFile(mode="w+")
+    child = subprocess.Popen(
         [sys.executable, "-m", "spade_engine.archive.fold", json.dumps(job)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True,
     )
+    child.errors_file = errors  # type: ignore[attr-defined]
+    return child
 
 
 def finish_child(child: subprocess.Popen) -> tuple[int, Cursor, dict[str, dict[str, int]]]:
     """Wait for a child from :func:`start_child`: (events read, cursor, skipped per projection)."""
-    out, err = child.communicate()
+    out, _ = child.communicate()
+    errors = getattr(child, "errors_file", None)
+    err = ""
+    if errors is not None:
+        errors.seek(0)
+        err = errors.read()
+        errors.close()
     if child.returncode != 0:
         lines = (err or "").strip().splitlines()
         raise FoldError(f"the replay child process failed: {lines[-1] if lines else f'exit status {child.returncode}'}")
