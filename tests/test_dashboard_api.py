@@ -24,7 +24,7 @@ def data_dir(tmp_path):
     return tmp_path / "data"
 
 
-def _wait(fn, timeout=10.0):
+def _wait(fn, timeout=30.0):  # returns as soon as fn() is truthy; generous on a loaded machine
     deadline = time.monotonic() + timeout
     while True:
         value = fn()

@@ -43,7 +43,7 @@ def test_embedded_runner_on_kafka_resumes_from_committed_offsets(kafka_bootstrap
     log.append(more)
     proj = RunStatsProjection("run-embedded-kafka", snap)  # restarted consumer
     assert proj.position() == committed
-    assert EmbeddedRunner(log, [proj]).run(idle_timeout=1.0) == len(more)
+    assert EmbeddedRunner(log, [proj]).run(idle_timeout=5.0) == len(more)  # generous on a loaded machine
     assert proj.state.total == len(first) + len(more)
     assert proj.state.counts["EnvironmentProposed"] == 5
     assert log.committed("projection:stats") == _nonempty(log.end_cursor()) == proj.position()

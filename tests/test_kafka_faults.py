@@ -127,7 +127,7 @@ def test_sigkill_and_restart_under_load_loses_nothing(kafka_bootstrap, kafka_fau
         more = env_chain(run_id, "env-after")
         log.append(more)
         proj = RunStatsProjection(run_id, snap)
-        assert EmbeddedRunner(log, [proj]).run(idle_timeout=1.0) == len(more)
+        assert EmbeddedRunner(log, [proj]).run(idle_timeout=5.0) == len(more)  # generous on a loaded machine
         assert proj.state.total == total + len(more)
         assert log.committed("projection:stats") == _nonempty(log.end_cursor())
     finally:

@@ -8,6 +8,7 @@ the validator runs without the novelty check here).
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,8 @@ def test_a_run_done_by_role_workers_matches_the_single_process_regret(setup) -> 
         RolloutWorker(log=log, cfg=cfg, ctx=ctx),
         RegretWorker(log=log, cfg=cfg, ctx=ctx),
     ]
-    for _ in range(20):  # each pass drains every group; the designer adds repairs meanwhile
+    deadline = time.monotonic() + 180  # generous: a loaded CI machine is slow, never wrong
+    while time.monotonic() < deadline:  # each pass drains every group; the designer adds repairs meanwhile
         if done.wait(0.1):
             break
         for w in workers:
