@@ -141,13 +141,13 @@ class SqliteEventLog:
     # -- writing -------------------------------------------------------------------------------
 
     def append(self, envelopes: Iterable[Envelope]) -> int:
-        rows = []
+        envs = envelopes if isinstance(envelopes, (list, tuple)) else list(envelopes)
+        run_id = self.run_id
+        for env in envs:
+            if env.run_id != run_id:
+                raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {run_id!r}")
         encode = encode_envelope
-        for env in envelopes:
-            if env.run_id != self.run_id:
-                raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
-            rows.append((env.event_id, env.type, encode(env)))
-        return self._insert(rows)
+        return self._insert([(env.event_id, env.type, encode(env)) for env in envs])
 
     def append_raw(self, items: Iterable[tuple[Envelope, bytes]]) -> int:
         """Append envelopes with their already-encoded bytes (import keeps bytes exactly)."""
