@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -255,10 +256,11 @@ def supervise_stats(
     def lag_and_committed() -> tuple[int, dict[int, int]] | None:
         nonlocal watch
         try:
-            if watch is None:
-                watch = KafkaEventLog(bootstrap, run_id, create=False, connect_timeout_s=3)
-            end = watch.end_cursor()
-            committed = watch.committed(group)
+            w = watch
+            if w is None:
+                w = watch = KafkaEventLog(bootstrap, run_id, create=False, connect_timeout_s=3)
+            end = w.end_cursor()
+            committed = w.committed(group)
         except EventLogError:
             if watch is not None:
                 watch.close()
@@ -266,25 +268,48 @@ def supervise_stats(
             return None  # the broker is unavailable: nothing to judge now
         return sum(max(0, o - committed.get(p, 0)) for p, o in end.items()), committed
 
+    def bounded_check(timeout_s: float = 20.0) -> tuple[int, dict[int, int]] | None:
+        """``lag_and_committed`` with a wall-clock bound: a client wedged by a broker restart is
+        abandoned (a fresh one is made next time) instead of freezing the supervisor."""
+        nonlocal watch
+        box: list[Any] = []
+        t = threading.Thread(target=lambda: box.append(lag_and_committed()), daemon=True)
+        t.start()
+        t.join(timeout_s)
+        if t.is_alive():
+            log.warning("faust supervisor: the broker did not answer the lag check in %.0fs", timeout_s)
+            watch = None  # abandoned, not closed: closing could block as well
+            return None
+        return box[0] if box else None
+
     try:
         while True:
             applied = ctx.Value("q", 0)
             proc = ctx.Process(target=_child, args=(bootstrap, run_id, snapshot, idle_exit_s, applied))
             proc.start()
-            last_committed: dict[int, int] | None = None
-            moved_at = time.monotonic()
+            # progress = the most records ever seen committed: a commit listing that comes back
+            # partial or empty while the group coordinator reloads is not movement
+            best = -1
+            moved_at = known_at = time.monotonic()
             stalled = interrupted = False
             try:
                 while proc.is_alive():
                     proc.join(check_every_s)
                     if not proc.is_alive():
                         break
-                    state = lag_and_committed()
+                    state = bounded_check()
                     if state is None:
+                        if time.monotonic() - known_at >= 4 * stall_s:
+                            # no answer for long: restart the worker too (harmless if the broker is down)
+                            log.warning("faust worker: no lag answer for %.0fs: restarting", 4 * stall_s)
+                            stalled = True
+                            break
                         continue
+                    known_at = time.monotonic()
                     lag, committed = state
-                    if committed != last_committed or lag == 0:
-                        last_committed, moved_at = committed, time.monotonic()
+                    progress = sum(committed.values())
+                    if progress > best or lag == 0:
+                        best, moved_at = max(best, progress), time.monotonic()
                     elif time.monotonic() - moved_at >= stall_s:
                         log.warning("faust worker stalled (%d records behind for %.0fs): restarting", lag, stall_s)
                         stalled = True
@@ -292,6 +317,9 @@ def supervise_stats(
             except KeyboardInterrupt:
                 interrupted = True  # Ctrl-C: stop the worker gracefully, then return
             finally:
+                if proc.is_alive() and stalled:
+                    proc.kill()  # a wedged worker cannot shut down gracefully; offsets are committed
+                    proc.join(10)
                 if proc.is_alive():
                     proc.terminate()  # SIGTERM: the worker's graceful shutdown
                     proc.join(20)
@@ -302,7 +330,7 @@ def supervise_stats(
             if interrupted:
                 return applied_total, restarts
             if not stalled and proc.exitcode == 0:
-                state = lag_and_committed()
+                state = bounded_check()
                 if idle_exit_s is None or state is None or state[0] == 0:
                     return applied_total, restarts
             restarts += 1
