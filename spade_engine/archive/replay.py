@@ -58,10 +58,6 @@ class Projections:
     def all(self) -> list[Any]:
         return [self.archive, self.memory, self.difficulty]
 
-    def flush(self, cursor: Mapping[int, int]) -> None:
-        for proj in self.all:
-            proj.flush(cursor)
-
     def skipped(self) -> dict[str, dict[str, int]]:
         return {p.name: p.skipped for p in self.all}
 

@@ -133,12 +133,16 @@ class Engine:
         env = make_envelope(payload, run_id=self.run_id, producer=PRODUCER, causation_id=causation_id)
         self.log.append([env])
         self.appended += 1
+        self._refresh()
+        return env.event_id
+
+    def _refresh(self) -> None:
+        """Fold what the log gained into the state and projections, and report progress."""
         self.state.refresh(self.log)
         if self.runner is not None:
             self.runner.catch_up()
         if self.on_progress is not None:
             self.on_progress(self.state)
-        return env.event_id
 
     def stop(self) -> None:
         """Ask the loop to stop at the next safe point (between stages or plays)."""
@@ -235,12 +239,8 @@ class Engine:
         if self.trainer is None or self.stopping:
             return
         if self.trainer.run(flush=flush):
-            self.state.refresh(self.log)
-            if self.runner is not None:
-                self.runner.catch_up()
+            self._refresh()
             self._maybe_load_policy()
-            if self.on_progress is not None:
-                self.on_progress(self.state)
 
     def _advance(self, st: EnvState) -> None:
         stage = self._next_stage(st)
