@@ -170,10 +170,13 @@ def test_faust_driver_survives_sigkill_and_restart(kafka_bootstrap, kafka_faults
     run_id = "run-fault-faust"
     writer = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
     snap = tmp_path / "runs" / run_id / "projections" / "stats.json"
+    # stderr goes to a file: an undrained pipe fills up during the outage (aiokafka logs every
+    # failed reconnect) and then blocks the worker's event loop in a write
+    err_path = tmp_path / "consumer.err"
     consumer = subprocess.Popen(
         [sys.executable, "-m", "spade_engine.cli", "consumers", "run", run_id, "--backend", "kafka",
          "--bootstrap", kafka_bootstrap, "--data-dir", str(tmp_path), "--stall-s", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+        stdout=subprocess.DEVNULL, stderr=open(err_path, "w"), cwd=root,
         env=dict(os.environ, PYTHONPATH=str(root)),
     )
     acked: list[str] = []
@@ -217,8 +220,8 @@ def test_faust_driver_survives_sigkill_and_restart(kafka_bootstrap, kafka_faults
         if consumer.poll() is None:
             consumer.send_signal(signal.SIGINT)
         try:
-            out, err = consumer.communicate(timeout=90)
+            consumer.wait(timeout=90)
         except subprocess.TimeoutExpired:
             consumer.kill()
-            out, err = consumer.communicate()
-        print("consumer stderr tail:", err[-3000:])
+            consumer.wait()
+        print("consumer stderr tail:", err_path.read_text()[-3000:])

@@ -16,7 +16,10 @@ reason in headers.
 ``FaustRunner(...).run()`` blocks in a faust ``Worker`` until SIGINT/SIGTERM, or with
 ``idle_exit_s`` until no record arrived for that long (then it stops itself the same way).
 :func:`supervise_stats` (what ``spade-engine consumers run --backend kafka`` uses) runs the worker
-in a child process and restarts it when it dies or stops committing while records wait.
+in a child process and restarts it when it dies, when its event loop stops ticking, or when it
+stops committing while records wait; SIGTERM stops both, and a worker whose supervisor was killed
+stops itself. Repeated log records (aiokafka's reconnect errors while the broker is down) are held
+back to one per kind every 10 s, with a count.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import faust
@@ -40,7 +43,7 @@ from ..events.kafka_log import dlq_topic_for, topic_for
 from ..events.log import Cursor, Record, advance
 from .projection import Projection
 
-__all__ = ["make_app", "FaustRunner", "app_id_for", "supervise_stats"]
+__all__ = ["make_app", "FaustRunner", "RepeatFilter", "app_id_for", "supervise_stats"]
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +76,12 @@ def make_app(
     flush_interval_s: float = 1.0,
     idle_exit_s: float | None = None,
     datadir: str | None = None,
+    on_tick: Callable[[], None] | None = None,
 ) -> tuple[faust.App, _State]:
-    """A faust app running ``projections`` over ``run_id``'s topic; returns (app, shared state)."""
+    """A faust app running ``projections`` over ``run_id``'s topic; returns (app, shared state).
+
+    ``on_tick`` is called from the worker's event loop at least every 0.5 s (a heartbeat: it stops
+    when the loop is blocked)."""
     app = faust.App(
         app_id_for(run_id),
         broker=f"kafka://{bootstrap}",
@@ -151,6 +158,8 @@ def make_app(
 
     @app.timer(interval=min(flush_interval_s, 0.5))
     async def flush_when_quiet() -> None:
+        if on_tick is not None:
+            on_tick()
         if state.pending and time.monotonic() - state.last_flush >= flush_interval_s:
             await flush()
         if idle_exit_s is not None and not state.pending and time.monotonic() - state.last_record >= idle_exit_s:
@@ -166,6 +175,43 @@ def make_app(
     return app, state
 
 
+class RepeatFilter(logging.Filter):
+    """Let one record per (logger, level, message template) through every ``window_s`` seconds.
+
+    While the broker is down, aiokafka logs the same connection error every few milliseconds
+    (hundreds of kilobytes a minute). The first record of a kind passes; the next one after the
+    window passes with a count of what was held back in between.
+    """
+
+    def __init__(self, window_s: float = 10.0):
+        super().__init__()
+        self.window_s = window_s
+        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, str(record.msg))
+        now = time.monotonic()
+        last, held = self._seen.get(key, (float("-inf"), 0))
+        if now - last < self.window_s:
+            self._seen[key] = (last, held + 1)
+            return False
+        if held:
+            record.msg = f"{record.getMessage()} [{held} more like this in the last {now - last:.0f}s]"
+            record.args = ()
+        self._seen[key] = (now, 0)
+        return True
+
+
+class _Worker(faust.Worker):
+    """faust's worker with :class:`RepeatFilter` on the root logger's handlers."""
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        super().on_setup_root_logger(logger, level)
+        repeats = RepeatFilter()
+        for handler in logger.handlers:
+            handler.addFilter(repeats)
+
+
 class FaustRunner:
     """Run projections over a run's topic in a faust worker in this process (blocking)."""
 
@@ -179,6 +225,7 @@ class FaustRunner:
         flush_interval_s: float = 1.0,
         idle_exit_s: float | None = None,
         loglevel: str = "warning",
+        on_tick: Callable[[], None] | None = None,
     ):
         self.bootstrap = bootstrap
         self.run_id = run_id
@@ -190,6 +237,7 @@ class FaustRunner:
             flush_every=flush_every,
             flush_interval_s=flush_interval_s,
             idle_exit_s=idle_exit_s,
+            on_tick=on_tick,
         )
 
     def run(self) -> int:
@@ -202,7 +250,7 @@ class FaustRunner:
                 proj.flush(state.cursors[proj.name])
 
         # the worker talks on stderr: stdout stays for the command's own output
-        worker = faust.Worker(
+        worker = _Worker(
             app, loglevel=self.loglevel, quiet=True, redirect_stdouts=False, stdout=sys.stderr, stderr=sys.stderr
         )
         try:
@@ -217,11 +265,50 @@ class FaustRunner:
         return state.applied
 
 
-def _child(bootstrap: str, run_id: str, snapshot: str, idle_exit_s: float | None, applied: Any) -> None:
+def _exit_with_parent(parent: int, grace_s: float = 15.0) -> None:
+    """Stop this process when its parent (the supervisor) is gone: gracefully first, then hard.
+
+    A supervisor killed with SIGKILL cannot stop its worker; without this the worker would run
+    on, orphaned, retrying a broker nobody watches."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)  # the worker's graceful shutdown
+        time.sleep(grace_s)
+        os._exit(1)  # it hung (e.g. committing to a broker that is down): what is flushed is kept
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _child(
+    bootstrap: str, run_id: str, snapshot: str, idle_exit_s: float | None, applied: Any, beat: Any, parent: int
+) -> None:
     from .stats import RunStatsProjection
 
-    runner = FaustRunner(bootstrap, run_id, [RunStatsProjection(run_id, snapshot)], idle_exit_s=idle_exit_s)
+    _exit_with_parent(parent)
+
+    def tick() -> None:
+        beat.value = time.monotonic()  # CLOCK_MONOTONIC: one clock for all processes (Linux)
+
+    runner = FaustRunner(
+        bootstrap, run_id, [RunStatsProjection(run_id, snapshot)], idle_exit_s=idle_exit_s, on_tick=tick
+    )
     applied.value = runner.run()
+
+
+def _stop(proc: Any, *, hard: bool) -> None:
+    """Stop a worker process: SIGKILL at once when ``hard`` (it is wedged), else SIGTERM (its
+    graceful shutdown) and SIGKILL when that does not finish in 20 s."""
+    if proc.is_alive() and hard:
+        proc.kill()
+        proc.join(10)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(20)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(10)
 
 
 def supervise_stats(
@@ -236,10 +323,12 @@ def supervise_stats(
 ) -> tuple[int, int]:
     """Run the stats projection's faust worker in a child process and keep it healthy.
 
-    The worker is restarted when it dies, or when the run's topic has records past the group's
-    committed offsets and those offsets have not moved for ``stall_s`` seconds (aiokafka can hang
-    in an offset commit after the broker is killed and restarted). A restarted worker resumes from
-    the committed offsets and its snapshot; idempotent projections make re-delivery harmless.
+    The worker is restarted when it dies; when its event loop stops ticking for ``stall_s``
+    seconds; or when the run's topic has records past the group's committed offsets and those
+    offsets have not moved for ``stall_s`` seconds (aiokafka can hang in an offset commit after
+    the broker is killed and restarted). A restarted worker resumes from the committed offsets
+    and its snapshot; idempotent projections make re-delivery harmless. SIGINT and SIGTERM stop
+    the worker gracefully and return; a worker whose supervisor vanished stops by itself.
     Returns (records applied, restarts).
     """
     import multiprocessing as mp
@@ -282,54 +371,57 @@ def supervise_stats(
             return None
         return box[0] if box else None
 
+    def stalled(proc: Any, beat: Any) -> bool:
+        """Watch a running worker until it exits (False) or is judged stalled (True)."""
+        # progress = the most records ever seen committed: a commit listing that comes back
+        # partial or empty while the group coordinator reloads is not movement
+        best = -1
+        moved_at = known_at = time.monotonic()
+        while True:
+            proc.join(check_every_s)
+            if not proc.is_alive():
+                return False
+            now = time.monotonic()
+            if beat.value and now - beat.value >= stall_s:
+                log.warning("faust worker %s: its event loop has not ticked for %.0fs: restarting",
+                            proc.pid, now - beat.value)
+                return True
+            state = bounded_check()
+            if state is None:
+                if time.monotonic() - known_at >= 4 * stall_s:
+                    # no answer for long: restart the worker too (harmless if the broker is down)
+                    log.warning("faust worker %s: no lag answer for %.0fs: restarting", proc.pid, 4 * stall_s)
+                    return True
+                continue
+            known_at = time.monotonic()
+            lag, committed = state
+            progress = sum(committed.values())
+            log.debug("faust supervisor: worker %s lag %d committed %s (best %d, still %.0fs)",
+                      proc.pid, lag, committed, best, time.monotonic() - moved_at)
+            if progress > best or lag == 0:
+                best, moved_at = max(best, progress), time.monotonic()
+            elif time.monotonic() - moved_at >= stall_s:
+                log.warning("faust worker %s stalled (%d records behind for %.0fs): restarting",
+                            proc.pid, lag, stall_s)
+                return True
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # the same graceful stop as Ctrl-C
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
+    proc: Any = None
     try:
         while True:
-            applied = ctx.Value("q", 0)
-            proc = ctx.Process(target=_child, args=(bootstrap, run_id, snapshot, idle_exit_s, applied))
+            applied = ctx.RawValue("q", 0)  # no locks: a killed worker must not leave one held
+            beat = ctx.RawValue("d", 0.0)
+            proc = ctx.Process(target=_child, args=(bootstrap, run_id, snapshot, idle_exit_s, applied, beat, os.getpid()))
             proc.start()
-            # progress = the most records ever seen committed: a commit listing that comes back
-            # partial or empty while the group coordinator reloads is not movement
-            best = -1
-            moved_at = known_at = time.monotonic()
-            stalled = interrupted = False
-            try:
-                while proc.is_alive():
-                    proc.join(check_every_s)
-                    if not proc.is_alive():
-                        break
-                    state = bounded_check()
-                    if state is None:
-                        if time.monotonic() - known_at >= 4 * stall_s:
-                            # no answer for long: restart the worker too (harmless if the broker is down)
-                            log.warning("faust worker: no lag answer for %.0fs: restarting", 4 * stall_s)
-                            stalled = True
-                            break
-                        continue
-                    known_at = time.monotonic()
-                    lag, committed = state
-                    progress = sum(committed.values())
-                    if progress > best or lag == 0:
-                        best, moved_at = max(best, progress), time.monotonic()
-                    elif time.monotonic() - moved_at >= stall_s:
-                        log.warning("faust worker stalled (%d records behind for %.0fs): restarting", lag, stall_s)
-                        stalled = True
-                        break
-            except KeyboardInterrupt:
-                interrupted = True  # Ctrl-C: stop the worker gracefully, then return
-            finally:
-                if proc.is_alive() and stalled:
-                    proc.kill()  # a wedged worker cannot shut down gracefully; offsets are committed
-                    proc.join(10)
-                if proc.is_alive():
-                    proc.terminate()  # SIGTERM: the worker's graceful shutdown
-                    proc.join(20)
-                    if proc.is_alive():
-                        proc.kill()
-                        proc.join(10)
+            hard = stalled(proc, beat)
+            _stop(proc, hard=hard)
             applied_total += applied.value
-            if interrupted:
-                return applied_total, restarts
-            if not stalled and proc.exitcode == 0:
+            exitcode, proc = proc.exitcode, None
+            if not hard and exitcode == 0:
                 state = bounded_check()
                 if idle_exit_s is None or state is None or state[0] == 0:
                     return applied_total, restarts
@@ -337,6 +429,13 @@ def supervise_stats(
             if restarts > max_restarts:
                 raise EventLogError(f"the faust worker of {run_id} failed {restarts} times; giving up")
             time.sleep(1.0)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the worker gracefully, then return
+        if proc is not None:
+            _stop(proc, hard=False)
+            applied_total += applied.value
+        return applied_total, restarts
     finally:
+        if in_main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         if watch is not None:
             watch.close()

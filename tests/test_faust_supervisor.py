@@ -1,0 +1,165 @@
+"""The faust worker's supervisor (`consumers run --backend kafka`) on a real broker: a frozen worker
+is replaced, SIGTERM stops the worker too, and a worker whose supervisor was SIGKILLed stops by
+itself. Plus the log filter that keeps a broker outage from flooding stderr."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from factories import env_chain
+
+from spade_engine.consumers.faust_app import RepeatFilter
+from spade_engine.events.kafka_log import KafkaEventLog
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _record(msg: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord("aiokafka", logging.ERROR, __file__, 1, msg, args, None)
+
+
+def test_repeat_filter_lets_one_record_of_a_kind_through_per_window():
+    f = RepeatFilter(window_s=0.3)
+    first = [f.filter(_record("Unable connect to node with id %s: %s", 1, f"refused {i}")) for i in range(50)]
+    assert first == [True] + [False] * 49  # same template, other arguments: held back
+    assert f.filter(_record("Failed fetch messages from %s", 1))  # another kind passes
+    time.sleep(0.35)
+    again = _record("Unable connect to node with id %s: %s", 1, "refused 50")
+    assert f.filter(again)
+    assert again.getMessage().startswith("Unable connect to node with id 1: refused 50 [49 more like this")
+    assert not f.filter(_record("Unable connect to node with id %s: %s", 1, "refused 51"))
+
+
+# -- processes on a real broker -------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    """Live worker processes started by ``pid`` (from /proc; zombies and multiprocessing's
+    resource tracker excluded)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"spawn_main" in cmdline:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.25)
+
+
+def _total(snap: Path) -> int:
+    try:
+        return sum(json.loads(snap.read_bytes())["state"]["counts"].values())
+    except (FileNotFoundError, ValueError, KeyError):
+        return 0
+
+
+def _supervisor(bootstrap: str, run_id: str, data: Path, err: Path, *extra: str) -> subprocess.Popen:
+    # stderr goes to a file: an undrained pipe would fill up and block the worker's logging
+    return subprocess.Popen(
+        [sys.executable, "-m", "spade_engine.cli", "consumers", "run", run_id, "--backend", "kafka",
+         "--bootstrap", bootstrap, "--data-dir", str(data), *extra],
+        stdout=subprocess.DEVNULL, stderr=open(err, "w"), cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_frozen_worker_is_replaced_and_counts_stay_exact(kafka_bootstrap, tmp_path, request):
+    run_id = "run-faust-frozen"
+    log = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
+    request.addfinalizer(log.close)
+    snap = tmp_path / "runs" / run_id / "projections" / "stats.json"
+    err = tmp_path / "supervisor.err"
+    sup = _supervisor(kafka_bootstrap, run_id, tmp_path, err, "--stall-s", "6")
+    request.addfinalizer(lambda: _stop(sup))
+    first = env_chain(run_id, "env-0")
+    log.append(first)
+    _wait(lambda: _total(snap) == len(first), 120, "the worker to apply the first events")
+    [worker] = _children(sup.pid)
+    os.kill(worker, signal.SIGSTOP)  # its event loop stops: no heartbeat, no commits
+    try:
+        more = env_chain(run_id, "env-1") + env_chain(run_id, "env-2")
+        log.append(more)
+        _wait(lambda: _total(snap) == len(first) + len(more), 180, "a replacement worker to catch up")
+    finally:
+        if _alive(worker):
+            os.kill(worker, signal.SIGCONT)
+    assert not _alive(worker)  # the frozen one was killed, not left behind
+    assert sup.poll() is None  # the supervisor carries on
+    text = err.read_text()
+    assert f"faust worker {worker}" in text and "restarting" in text, text[-3000:]
+    counts = json.loads(snap.read_bytes())["state"]["counts"]
+    assert counts == log.count_by_type()  # each event once: re-delivery after the kill is ignored
+
+    sup.send_signal(signal.SIGINT)
+    assert sup.wait(90) == 0, err.read_text()[-3000:]
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_sigterm_stops_the_worker_and_an_orphaned_worker_exits(kafka_bootstrap, tmp_path, request):
+    run_id = "run-faust-orphan"
+    log = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
+    request.addfinalizer(log.close)
+    snap = tmp_path / "runs" / run_id / "projections" / "stats.json"
+    events = env_chain(run_id, "env-0")
+    log.append(events)
+
+    # SIGTERM (what process managers send) stops the worker gracefully with the supervisor
+    sup = _supervisor(kafka_bootstrap, run_id, tmp_path, tmp_path / "a.err")
+    request.addfinalizer(lambda: _stop(sup))
+    _wait(lambda: _total(snap) == len(events), 120, "the worker to apply the events")
+    [worker] = _children(sup.pid)
+    sup.terminate()
+    assert sup.wait(90) == 0, (tmp_path / "a.err").read_text()[-3000:]
+    assert not _alive(worker)
+
+    # a supervisor killed outright cannot stop its worker: the worker notices and stops itself
+    sup = _supervisor(kafka_bootstrap, run_id, tmp_path, tmp_path / "b.err")
+    request.addfinalizer(lambda: _stop(sup))
+    late = env_chain(run_id, "env-1")
+    log.append(late)
+    _wait(lambda: _total(snap) == len(events) + len(late), 120, "the new worker to apply the new events")
+    [worker] = _children(sup.pid)
+    sup.kill()
+    sup.wait(30)
+    _wait(lambda: not _alive(worker), 60, "the orphaned worker to exit")
