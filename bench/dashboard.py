@@ -183,9 +183,10 @@ def main() -> None:
         port = free_port()
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
         t_start = time.perf_counter()
+        errors = tempfile.TemporaryFile()  # not a pipe: an undrained pipe would block the server
         proc = subprocess.Popen(
             [sys.executable, "-m", "spade_engine.cli", "dashboard", RUN_ID, "--data-dir", str(data), "--port", str(port)],
-            env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=errors,
         )
         base = f"http://127.0.0.1:{port}/"
         client = httpx.Client(base_url=base, timeout=60)
@@ -195,7 +196,8 @@ def main() -> None:
                 break
             except httpx.TransportError:
                 if proc.poll() is not None:
-                    raise SystemExit(f"dashboard exited: {proc.stderr.read().decode()[-2000:]}")
+                    errors.seek(0)
+                    raise SystemExit(f"dashboard exited: {errors.read().decode()[-2000:]}")
                 time.sleep(0.05)
         start_s = time.perf_counter() - t_start
         print(f"dashboard process ready in {start_s:.2f}s", flush=True)
