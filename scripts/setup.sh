@@ -16,6 +16,7 @@ if [[ "${1:-}" == "--system" ]]; then
   command -v java >/dev/null || need+=(default-jre-headless)
   command -v mvn >/dev/null || need+=(maven)
   command -v docker-compose >/dev/null || need+=(docker-compose)
+  command -v g++ >/dev/null || need+=(g++)  # DeepSpeed builds its CPU communication op on first use
   if ((${#need[@]})); then
     echo "installing Debian packages: ${need[*]}"
     apt-get update -qq

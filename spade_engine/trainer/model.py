@@ -9,16 +9,21 @@
   CUDA), or a DeepSpeed engine built from ``deepspeed_config`` (ZeRO stage and optimizer from that
   JSON file; optional extra, import-guarded).
 
-DeepSpeed has not been exercised here (it is not installed and needs GPUs); the code follows
-``deepspeed.initialize`` / ``engine.backward`` / ``engine.step``. ZeRO-3 checkpoints would need
-the parameters gathered (``deepspeed.zero.GatheredParameters``) before :func:`save_weights`; this
-is done below but untested.
+DeepSpeed runs through ``deepspeed.initialize`` / ``engine.backward`` / ``engine.step``; ZeRO-3
+parameters are gathered (``deepspeed.zero.GatheredParameters``) before :func:`save_weights`. A
+trainer started without a launcher (no ``RANK``/``WORLD_SIZE`` in the environment) is a single
+process: the distributed environment is filled in for one rank on 127.0.0.1. Tested on CPU
+(DeepSpeed's CPU accelerator, gloo) for ZeRO stages 2 and 3; resuming restores the weights, not
+DeepSpeed's partitioned optimizer state (Adam moments restart after a resume).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,8 @@ from ..config import TrainerConfig
 from ..errors import ConfigError, SpadeError
 
 __all__ = ["load_base_model", "TrainModel", "TrainerSetupError"]
+
+log = logging.getLogger(__name__)
 
 
 class TrainerSetupError(SpadeError):
@@ -52,6 +59,17 @@ def load_base_model(spec: str, *, device: torch.device, dtype: torch.dtype = tor
         except (OSError, ValueError) as exc:
             raise TrainerSetupError(f"cannot load model {spec!r}: {exc}") from None
     return model.to(device=device, dtype=dtype), tok
+
+
+def _single_process_dist_env() -> None:
+    """Fill in torch.distributed's environment for one local rank unless a launcher set it."""
+    if any(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE")):
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    log.info("DeepSpeed without a launcher: one process (rank 0 of 1, 127.0.0.1:%d)", port)
 
 
 def _resolve_precision(cfg: TrainerConfig, device: torch.device) -> str:
@@ -119,6 +137,7 @@ class TrainModel:
             ds_cfg.setdefault("gradient_clipping", cfg.max_grad_norm)
             if "optimizer" not in ds_cfg:
                 ds_cfg["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.learning_rate, "weight_decay": cfg.weight_decay}}
+            _single_process_dist_env()
             self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_cfg)
         else:
             fused = device.type == "cuda"
