@@ -15,7 +15,7 @@ from spade_engine.blobs import BlobStore
 from spade_engine.config import TrainerConfig
 from spade_engine.engine.policy.transformers_policy import TransformersPolicy
 from spade_engine.events import SqliteEventLog
-from spade_engine.trainer.checkpoints import verified_path
+from spade_engine.trainer.checkpoints import DEEPSPEED_STATE, verified_path
 from spade_engine.trainer.loop import Trainer
 from trainer_driver import play_round, start_run
 
@@ -44,12 +44,16 @@ def plain(tmp_path_factory, recorded):
     return blobs, updates
 
 
-def _train(tmp_path, raw, name: str, **cfg) -> tuple[SqliteEventLog, BlobStore, list]:
+def _config(**cfg) -> TrainerConfig:
+    return TrainerConfig(**{"learning_rate": 3e-2, "batch_groups": 4, "micro_batch_size": 32, "device": "cpu", **cfg})
+
+
+def _train(tmp_path, raw, name: str, max_updates: int | None = None, **cfg) -> tuple[SqliteEventLog, BlobStore, list]:
     log = SqliteEventLog(tmp_path / name / "events.sqlite", RUN)
-    log.append_raw(raw)
+    if raw:
+        log.append_raw(raw)
     blobs = BlobStore(tmp_path / name / "blobs")
-    config = TrainerConfig(learning_rate=3e-2, batch_groups=4, micro_batch_size=32, device="cpu", **cfg)
-    updates = Trainer(log, blobs=blobs, config=config, base_model="tiny:0").run()
+    updates = Trainer(log, blobs=blobs, config=_config(**cfg), base_model="tiny:0").run(max_updates=max_updates)
     return log, blobs, updates
 
 
@@ -80,12 +84,35 @@ def test_zero_trains_like_plain_adamw_and_resumes(tmp_path, recorded, plain, sta
     # resume: a new trainer starts from the last weights and trains only on a new round
     policy = TransformersPolicy.from_tiny(seed=0)
     play_round(policy, log, RUN, 2)
-    resumed = Trainer(log, blobs=blobs, config=TrainerConfig(
-        learning_rate=3e-2, batch_groups=4, micro_batch_size=32, device="cpu", deepspeed_config=str(ds_file)),
-        base_model="tiny:0")
+    resumed = Trainer(log, blobs=blobs, config=_config(deepspeed_config=str(ds_file)), base_model="tiny:0")
     last = updates[-1].version
     assert resumed.state.version == last
     more = resumed.run()
     assert more and more[0].parent_version == last and more[0].step == updates[-1].step + 1
     assert not set(more[0].env_ids) & {e for u in updates for e in u.env_ids}
     assert _weights(blobs, more[0]).keys() == _weights(blobs, updates[-1]).keys()
+
+
+@pytest.mark.slow
+def test_a_resumed_zero_trainer_continues_adam_exactly(tmp_path, recorded, caplog):
+    """Kill-and-restart between updates changes nothing: the second trainer restores DeepSpeed's
+    partitioned optimizer state, so its weights equal an uninterrupted trainer's."""
+    ds_file = tmp_path / "ds.json"
+    ds_file.write_text(json.dumps({"zero_optimization": {"stage": 2}}))
+    cfg = {"batch_groups": 2, "deepspeed_config": str(ds_file)}
+    _, cont_blobs, cont = _train(tmp_path, recorded, "continuous", **cfg)
+    assert len(cont) >= 2
+    assert all(u.optimizer is not None and u.optimizer.media_type == DEEPSPEED_STATE for u in cont)
+
+    log, blobs, first = _train(tmp_path, recorded, "resumed", max_updates=1, **cfg)
+    assert [u.version for u in first] == ["v1"]
+    rest = Trainer(log, blobs=blobs, config=_config(**cfg), base_model="tiny:0").run()
+    assert [u.version for u in first + rest] == [u.version for u in cont]
+    for k, w in _weights(cont_blobs, cont[-1]).items():
+        torch.testing.assert_close(_weights(blobs, rest[-1])[k], w, rtol=1e-4, atol=1e-5)
+
+    # a plain trainer cannot use DeepSpeed's optimizer state: it says so and goes on
+    with caplog.at_level("WARNING", logger="spade_engine.trainer.loop"):
+        plain = Trainer(log, blobs=blobs, config=_config(batch_groups=2), base_model="tiny:0")
+    assert plain.state.version == cont[-1].version
+    assert "not restored" in caplog.text

@@ -9,6 +9,8 @@ and the PolicyUpdated events that announce them.
   static caches built on it stay valid);
 * :func:`save_optimizer` / :func:`load_optimizer` round-trip an optimizer's state (tensors in
   safetensors, hyper-parameters in its metadata) so a resumed trainer continues AdamW exactly;
+  :func:`save_deepspeed_state` / :func:`load_deepspeed_state` do the same for a DeepSpeed engine
+  (its own checkpoint directory, partitioned optimizer state included, as one tar blob);
 * :func:`latest_policy_update` finds a run's newest PolicyUpdated, :func:`sync_policy` makes a
   rollout/designer policy load it when its version differs (what workers call when they see one).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,9 @@ __all__ = [
     "load_weights_into",
     "save_optimizer",
     "load_optimizer",
+    "save_deepspeed_state",
+    "load_deepspeed_state",
+    "DEEPSPEED_STATE",
     "latest_policy_update",
     "sync_policy",
     "version_step",
@@ -41,6 +47,8 @@ __all__ = [
 ]
 
 SAFETENSORS = "application/vnd.safetensors"
+DEEPSPEED_STATE = "application/x-tar; format=deepspeed-checkpoint"
+_DS_TAG = "state"
 
 
 def _unwrap(model: Any) -> Any:
@@ -172,6 +180,40 @@ def load_optimizer(optimizer: torch.optim.Optimizer, path: str | Path) -> None:
     if "param_groups" not in meta:
         raise ValueError(f"{path} is not an optimizer checkpoint")
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def save_deepspeed_state(engine: Any, blobs: BlobStore) -> BlobRef:
+    """A DeepSpeed engine's own checkpoint (``engine.save_checkpoint``: module, partitioned
+    optimizer and scheduler state) packed into one tar blob of media type :data:`DEEPSPEED_STATE`."""
+    blobs.root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=blobs.root, prefix=".ds-") as tmp:
+        ckpt = Path(tmp) / "ckpt"
+        engine.save_checkpoint(str(ckpt), tag=_DS_TAG, save_latest=False)
+        packed = Path(tmp) / "state.tar"
+        with tarfile.open(packed, "w") as tar:
+            for f in sorted((ckpt / _DS_TAG).rglob("*")):
+                if f.is_file():
+                    info = tar.gettarinfo(str(f), arcname=f.relative_to(ckpt).as_posix())
+                    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                    with open(f, "rb") as fh:
+                        tar.addfile(info, fh)
+        return blobs.put_file(packed, media_type=DEEPSPEED_STATE)
+
+
+def load_deepspeed_state(engine: Any, path: str | Path) -> None:
+    """Restore a blob written by :func:`save_deepspeed_state` into a DeepSpeed engine built with
+    the same model and ZeRO configuration."""
+    with tempfile.TemporaryDirectory(prefix="spade-ds-") as tmp:
+        try:
+            with tarfile.open(path) as tar:
+                tar.extractall(tmp, filter="data")
+        except tarfile.TarError as exc:
+            raise ValueError(f"{path} is not a DeepSpeed state blob: {exc}") from None
+        loaded, _ = engine.load_checkpoint(
+            tmp, tag=_DS_TAG, load_optimizer_states=True, load_lr_scheduler_states=True, load_module_strict=True
+        )
+        if loaded is None:
+            raise ValueError(f"{path}: DeepSpeed found no checkpoint in it")
 
 
 def version_step(version: str) -> int | None:

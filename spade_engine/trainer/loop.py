@@ -23,6 +23,7 @@ which sends the process a real SIGKILL) and at random times.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -34,14 +35,17 @@ from typing import Any
 
 from ..blobs import BlobStore
 from ..config import TrainerConfig
-from ..events.catalogue import PolicyUpdated
+from ..events.catalogue import BlobRef, PolicyUpdated
 from ..events.codec import make_envelope
 from ..events.log import Cursor, EventLog, Record, advance
 from .batches import BatchAssembler, BatchStats, TrainSample, build_samples
 from .checkpoints import (
+    DEEPSPEED_STATE,
     latest_policy_update,
+    load_deepspeed_state,
     load_optimizer,
     load_weights_into,
+    save_deepspeed_state,
     save_optimizer,
     save_weights,
     verified_path,
@@ -54,6 +58,7 @@ __all__ = ["Trainer", "TrainerState", "FAULT_ENV", "GROUP"]
 GROUP = "trainer"
 FAULT_ENV = "SPADE_TRAINER_FAULT"
 _fault_counts: dict[str, int] = {}
+logger = logging.getLogger(__name__)
 
 
 def _fault(point: str) -> None:
@@ -146,13 +151,26 @@ class Trainer:
             )
             self.resumed_from = ev
         self.tm = TrainModel(model, config, device=self.device)
-        if self.resumed_from is not None and self.resumed_from.optimizer is not None and not config.lora and self.tm.engine is None:
-            load_optimizer(self.tm.optimizer, verified_path(blobs, self.resumed_from.optimizer))
+        if self.resumed_from is not None and self.resumed_from.optimizer is not None:
+            self._restore_optimizer(self.resumed_from.optimizer)
         self.assembler = BatchAssembler(blobs=blobs, trigger_from=self.state.consumed)
         self.position: Cursor = {}
         self.held = _Held()
         self.updates: list[PolicyUpdated] = []
         self.pad_id = 0
+
+    def _restore_optimizer(self, ref: BlobRef) -> None:
+        """Load the resumed update's optimizer state, if it was written by the same kind of
+        trainer (plain AdamW or DeepSpeed); otherwise say that the moments restart."""
+        deepspeed_state = ref.media_type == DEEPSPEED_STATE
+        if self.tm.engine is not None and deepspeed_state:
+            load_deepspeed_state(self.tm.engine, verified_path(self.blobs, ref))
+        elif self.tm.engine is None and not deepspeed_state and not self.cfg.lora:
+            load_optimizer(self.tm.optimizer, verified_path(self.blobs, ref))
+        else:
+            logger.warning("the optimizer state of %s was written by a %s trainer: not restored, Adam's moments restart",
+                        self.resumed_from.version if self.resumed_from else "?",
+                        "DeepSpeed" if deepspeed_state else "plain")
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -221,7 +239,9 @@ class Trainer:
         with self.tm.gathered():
             ckpt = save_weights(self.tm.model, self.blobs, metadata={"base_model": self.base_model})
         opt_ref = None
-        if self.tm.engine is None and not self.cfg.lora:
+        if self.tm.engine is not None:
+            opt_ref = save_deepspeed_state(self.tm.engine, self.blobs)
+        elif not self.cfg.lora:
             opt_ref = save_optimizer(self.tm.optimizer, self.blobs)
         _fault("after_checkpoint")
         consumed = dict(self.state.consumed)

@@ -13,8 +13,8 @@ DeepSpeed runs through ``deepspeed.initialize`` / ``engine.backward`` / ``engine
 parameters are gathered (``deepspeed.zero.GatheredParameters``) before :func:`save_weights`. A
 trainer started without a launcher (no ``RANK``/``WORLD_SIZE`` in the environment) is a single
 process: the distributed environment is filled in for one rank on 127.0.0.1. Tested on CPU
-(DeepSpeed's CPU accelerator, gloo) for ZeRO stages 2 and 3; resuming restores the weights, not
-DeepSpeed's partitioned optimizer state (Adam moments restart after a resume).
+(DeepSpeed's CPU accelerator, gloo) for ZeRO stages 2 and 3, resume included (the engine's own
+checkpoint travels as a blob: :func:`~spade_engine.trainer.checkpoints.save_deepspeed_state`).
 """
 
 from __future__ import annotations
