@@ -4,22 +4,19 @@ itself. Plus the log filter that keeps a broker outage from flooding stderr."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from consumer_support import counted, read_snapshot, start_supervisor, wait_until
 from factories import env_chain
 
 from spade_engine.consumers.faust_app import RepeatFilter
 from spade_engine.events.kafka_log import KafkaEventLog
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _record(msg: str, *args: object) -> logging.LogRecord:
@@ -71,55 +68,41 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
-
-
-def _total(snap: Path) -> int:
-    try:
-        return sum(json.loads(snap.read_bytes())["state"]["counts"].values())
-    except (FileNotFoundError, ValueError, KeyError):
-        return 0
-
-
-def _supervisor(bootstrap: str, run_id: str, data: Path, err: Path, *extra: str) -> subprocess.Popen:
-    # stderr goes to a file: an undrained pipe would fill up and block the worker's logging
-    return subprocess.Popen(
-        [sys.executable, "-m", "spade_engine.cli", "consumers", "run", run_id, "--backend", "kafka",
-         "--bootstrap", bootstrap, "--data-dir", str(data), *extra],
-        stdout=subprocess.DEVNULL, stderr=open(err, "w"), cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-
-
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait(30)
 
 
+def _run(bootstrap: str, run_id: str, tmp_path: Path, request) -> tuple[KafkaEventLog, Path]:
+    """A fresh run on the broker (closed after the test) and where its stats snapshot will be."""
+    log = KafkaEventLog(bootstrap, run_id, create=True, partitions=3)
+    request.addfinalizer(log.close)
+    return log, tmp_path / "runs" / run_id / "projections" / "stats.json"
+
+
+def _supervise(bootstrap: str, run_id: str, tmp_path: Path, err: Path, request, *extra: str) -> subprocess.Popen:
+    sup = start_supervisor(bootstrap, run_id, tmp_path, err, *extra)
+    request.addfinalizer(lambda: _stop(sup))
+    return sup
+
+
 @pytest.mark.kafka
 @pytest.mark.slow
 def test_a_frozen_worker_is_replaced_and_counts_stay_exact(kafka_bootstrap, tmp_path, request):
     run_id = "run-faust-frozen"
-    log = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
-    request.addfinalizer(log.close)
-    snap = tmp_path / "runs" / run_id / "projections" / "stats.json"
+    log, snap = _run(kafka_bootstrap, run_id, tmp_path, request)
     err = tmp_path / "supervisor.err"
-    sup = _supervisor(kafka_bootstrap, run_id, tmp_path, err, "--stall-s", "6")
-    request.addfinalizer(lambda: _stop(sup))
+    sup = _supervise(kafka_bootstrap, run_id, tmp_path, err, request, "--stall-s", "6")
     first = env_chain(run_id, "env-0")
     log.append(first)
-    _wait(lambda: _total(snap) == len(first), 120, "the worker to apply the first events")
+    wait_until(lambda: counted(snap) == len(first), 120, "the worker to apply the first events")
     [worker] = _children(sup.pid)
     os.kill(worker, signal.SIGSTOP)  # its event loop stops: no heartbeat, no commits
     try:
         more = env_chain(run_id, "env-1") + env_chain(run_id, "env-2")
         log.append(more)
-        _wait(lambda: _total(snap) == len(first) + len(more), 180, "a replacement worker to catch up")
+        wait_until(lambda: counted(snap) == len(first) + len(more), 180, "a replacement worker to catch up")
     finally:
         if _alive(worker):
             os.kill(worker, signal.SIGCONT)
@@ -127,7 +110,7 @@ def test_a_frozen_worker_is_replaced_and_counts_stay_exact(kafka_bootstrap, tmp_
     assert sup.poll() is None  # the supervisor carries on
     text = err.read_text()
     assert f"faust worker {worker}" in text and "restarting" in text, text[-3000:]
-    counts = json.loads(snap.read_bytes())["state"]["counts"]
+    counts = read_snapshot(snap)["state"]["counts"]
     assert counts == log.count_by_type()  # each event once: re-delivery after the kill is ignored
 
     sup.send_signal(signal.SIGINT)
@@ -138,28 +121,24 @@ def test_a_frozen_worker_is_replaced_and_counts_stay_exact(kafka_bootstrap, tmp_
 @pytest.mark.slow
 def test_sigterm_stops_the_worker_and_an_orphaned_worker_exits(kafka_bootstrap, tmp_path, request):
     run_id = "run-faust-orphan"
-    log = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
-    request.addfinalizer(log.close)
-    snap = tmp_path / "runs" / run_id / "projections" / "stats.json"
+    log, snap = _run(kafka_bootstrap, run_id, tmp_path, request)
     events = env_chain(run_id, "env-0")
     log.append(events)
 
     # SIGTERM (what process managers send) stops the worker gracefully with the supervisor
-    sup = _supervisor(kafka_bootstrap, run_id, tmp_path, tmp_path / "a.err")
-    request.addfinalizer(lambda: _stop(sup))
-    _wait(lambda: _total(snap) == len(events), 120, "the worker to apply the events")
+    sup = _supervise(kafka_bootstrap, run_id, tmp_path, tmp_path / "a.err", request)
+    wait_until(lambda: counted(snap) == len(events), 120, "the worker to apply the events")
     [worker] = _children(sup.pid)
     sup.terminate()
     assert sup.wait(90) == 0, (tmp_path / "a.err").read_text()[-3000:]
     assert not _alive(worker)
 
     # a supervisor killed outright cannot stop its worker: the worker notices and stops itself
-    sup = _supervisor(kafka_bootstrap, run_id, tmp_path, tmp_path / "b.err")
-    request.addfinalizer(lambda: _stop(sup))
+    sup = _supervise(kafka_bootstrap, run_id, tmp_path, tmp_path / "b.err", request)
     late = env_chain(run_id, "env-1")
     log.append(late)
-    _wait(lambda: _total(snap) == len(events) + len(late), 120, "the new worker to apply the new events")
+    wait_until(lambda: counted(snap) == len(events) + len(late), 120, "the new worker to apply the new events")
     [worker] = _children(sup.pid)
     sup.kill()
     sup.wait(30)
-    _wait(lambda: not _alive(worker), 60, "the orphaned worker to exit")
+    wait_until(lambda: not _alive(worker), 60, "the orphaned worker to exit")

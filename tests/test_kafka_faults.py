@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from consumer_support import counted, read_snapshot, start_supervisor, wait_until
+from factories import env_chain
 from typer.testing import CliRunner
 
 from spade_engine.cli import app
@@ -17,28 +17,11 @@ from spade_engine.devtools.kafka_broker import free_port
 from spade_engine.events import EventLogError
 from spade_engine.events.kafka_log import KafkaEventLog, list_kafka_runs
 
-from factories import env_chain
-
 pytestmark = pytest.mark.kafka
 
 
 def _nonempty(cursor: dict) -> dict:
     return {p: o for p, o in cursor.items() if o}
-
-
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
-
-
-def _snapshot(path: Path) -> dict:
-    try:
-        return json.loads(path.read_bytes())
-    except (FileNotFoundError, ValueError):
-        return {}
 
 
 @pytest.mark.slow
@@ -78,13 +61,13 @@ def test_sigkill_and_restart_under_load_loses_nothing(kafka_bootstrap, kafka_fau
     consumer.start()
     producer.start()
     try:
-        _wait(lambda: _snapshot(snap).get("state", {}).get("counts"), 120, "the consumer to apply events")
-        _wait(lambda: len(acked) >= 100, 60, "100 acknowledged events")
+        wait_until(lambda: counted(snap) > 0, 120, "the consumer to apply events")
+        wait_until(lambda: len(acked) >= 100, 60, "100 acknowledged events")
         kafka_faults.kill()
         killed_at = len(acked)
         time.sleep(2)
         kafka_faults.restart()
-        _wait(lambda: len(acked) >= killed_at + 100, 180, "100 more acknowledged events after the restart")
+        wait_until(lambda: len(acked) >= killed_at + 100, 180, "100 more acknowledged events after the restart")
         stop.set()
         producer.join(180)
         assert not producer.is_alive() and not errors, errors
@@ -97,15 +80,11 @@ def test_sigkill_and_restart_under_load_loses_nothing(kafka_bootstrap, kafka_fau
             assert len(in_topic) == len(set(in_topic))
             total = len(in_topic)
 
-            def caught_up() -> bool:
-                counts = _snapshot(snap).get("state", {}).get("counts", {})
-                return sum(counts.values()) >= total
-
-            _wait(caught_up, 120, "the consumer to catch up")
+            wait_until(lambda: counted(snap) >= total, 120, "the consumer to catch up")
             stop_consumer.set()
             consumer.join(120)
             assert not consumer.is_alive() and not errors, errors
-            state = _snapshot(snap)["state"]
+            state = read_snapshot(snap)["state"]
             assert state["counts"] == check.count_by_type()  # every event counted exactly once
             assert sum(state["counts"].values()) == total == len(set(state["event_ids"]))
             # offsets committed after processing, up to the end
@@ -121,7 +100,7 @@ def test_sigkill_and_restart_under_load_loses_nothing(kafka_bootstrap, kafka_fau
         writer.close()
 
     # a restarted consumer resumes from the committed offsets: it reads only what is new
-    assert {int(p): o for p, o in _snapshot(snap)["cursor"].items()} == committed
+    assert {int(p): o for p, o in read_snapshot(snap)["cursor"].items()} == committed
     log = KafkaEventLog(kafka_bootstrap, run_id, create=False)
     try:
         more = env_chain(run_id, "env-after")
@@ -141,7 +120,7 @@ def _guard(errors: list, fn, *args) -> None:
         errors.append(exc)
 
 
-def test_broker_down_at_start_is_a_clear_error_after_a_bounded_wait():
+def test_broker_down_at_start_is_a_clear_error_after_a_boundedwait_until():
     dead = f"127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     with pytest.raises(EventLogError) as exc:
@@ -159,26 +138,16 @@ def test_broker_down_at_start_is_a_clear_error_after_a_bounded_wait():
 def test_faust_driver_survives_sigkill_and_restart(kafka_bootstrap, kafka_faults, tmp_path):
     """The faust driver (supervised worker) keeps consuming across a broker crash: every event
     is counted exactly once, and offsets are committed up to the end."""
-    import os
     import signal
     import subprocess
-    import sys
 
     from spade_engine.consumers.faust_app import app_id_for
 
-    root = Path(__file__).resolve().parent.parent
     run_id = "run-fault-faust"
     writer = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
     snap = tmp_path / "runs" / run_id / "projections" / "stats.json"
-    # stderr goes to a file: an undrained pipe fills up during the outage (aiokafka logs every
-    # failed reconnect) and then blocks the worker's event loop in a write
     err_path = tmp_path / "consumer.err"
-    consumer = subprocess.Popen(
-        [sys.executable, "-m", "spade_engine.cli", "consumers", "run", run_id, "--backend", "kafka",
-         "--bootstrap", kafka_bootstrap, "--data-dir", str(tmp_path), "--stall-s", "30"],
-        stdout=subprocess.DEVNULL, stderr=open(err_path, "w"), cwd=root,
-        env=dict(os.environ, PYTHONPATH=str(root)),
-    )
+    consumer = start_supervisor(kafka_bootstrap, run_id, tmp_path, err_path, "--stall-s", "30")
     acked: list[str] = []
     try:
         def append(batch):
@@ -192,7 +161,7 @@ def test_faust_driver_survives_sigkill_and_restart(kafka_bootstrap, kafka_faults
 
         for i in range(10):
             append(env_chain(run_id, f"env-{i:04d}"))
-        _wait(lambda: _snapshot(snap).get("state", {}).get("counts"), 120, "the faust worker to apply events")
+        wait_until(lambda: counted(snap) > 0, 120, "the faust worker to apply events")
         kafka_faults.kill()
         time.sleep(2)
         kafka_faults.restart()
@@ -206,13 +175,12 @@ def test_faust_driver_survives_sigkill_and_restart(kafka_bootstrap, kafka_faults
             total = len(in_topic)
             # generous: a worker wedged by the broker crash is noticed (--stall-s), killed and
             # replaced, and the replacement must wait for the group to drop the dead member
-            _wait(lambda: sum(_snapshot(snap).get("state", {}).get("counts", {}).values()) >= total, 480,
-                  "the faust worker to catch up after the restart")
-            state = _snapshot(snap)["state"]
+            wait_until(lambda: counted(snap) >= total, 480, "the faust worker to catch up after the restart")
+            state = read_snapshot(snap)["state"]
             assert state["counts"] == check.count_by_type()
             assert sum(state["counts"].values()) == total
-            _wait(lambda: check.committed(app_id_for(run_id)) == _nonempty(check.end_cursor()), 120,
-                  "the worker to commit up to the end")
+            wait_until(lambda: check.committed(app_id_for(run_id)) == _nonempty(check.end_cursor()), 120,
+                       "the worker to commit up to the end")
         finally:
             check.close()
     finally:

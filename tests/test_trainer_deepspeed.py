@@ -19,7 +19,6 @@ from spade_engine.trainer.checkpoints import DEEPSPEED_STATE, verified_path
 from spade_engine.trainer.loop import Trainer
 from trainer_driver import play_round, start_run
 
-
 RUN = "run-ds"
 
 

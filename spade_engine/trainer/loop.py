@@ -152,25 +152,25 @@ class Trainer:
             self.resumed_from = ev
         self.tm = TrainModel(model, config, device=self.device)
         if self.resumed_from is not None and self.resumed_from.optimizer is not None:
-            self._restore_optimizer(self.resumed_from.optimizer)
+            self._restore_optimizer(self.resumed_from.version, self.resumed_from.optimizer)
         self.assembler = BatchAssembler(blobs=blobs, trigger_from=self.state.consumed)
         self.position: Cursor = {}
         self.held = _Held()
         self.updates: list[PolicyUpdated] = []
         self.pad_id = 0
 
-    def _restore_optimizer(self, ref: BlobRef) -> None:
-        """Load the resumed update's optimizer state, if it was written by the same kind of
-        trainer (plain AdamW or DeepSpeed); otherwise say that the moments restart."""
+    def _restore_optimizer(self, version: str, ref: BlobRef) -> None:
+        """Load version's optimizer state, if it was written by the same kind of trainer (plain
+        AdamW or DeepSpeed); otherwise say that the moments restart."""
         deepspeed_state = ref.media_type == DEEPSPEED_STATE
         if self.tm.engine is not None and deepspeed_state:
             load_deepspeed_state(self.tm.engine, verified_path(self.blobs, ref))
         elif self.tm.engine is None and not deepspeed_state and not self.cfg.lora:
             load_optimizer(self.tm.optimizer, verified_path(self.blobs, ref))
         else:
+            kind = "DeepSpeed" if deepspeed_state else "plain"
             logger.warning("the optimizer state of %s was written by a %s trainer: not restored, Adam's moments restart",
-                        self.resumed_from.version if self.resumed_from else "?",
-                        "DeepSpeed" if deepspeed_state else "plain")
+                           version, kind)
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +62,11 @@ def load_base_model(spec: str, *, device: torch.device, dtype: torch.dtype = tor
 
 def _single_process_dist_env() -> None:
     """Fill in torch.distributed's environment for one local rank unless a launcher set it."""
+    from ..devtools.kafka_broker import free_port
+
     if any(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE")):
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     log.info("DeepSpeed without a launcher: one process (rank 0 of 1, 127.0.0.1:%d)", port)
 
