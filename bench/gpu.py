@@ -85,7 +85,7 @@ def n_params(model) -> int:
 def bench_rollout(model, args, device) -> dict:
     from transformers import GenerationConfig
 
-    from spade_engine.engine.policy.decoding import BatchSampler
+    from spade_engine.policy.decoding import BatchSampler
 
     B, P, N = args.batch, args.prompt, args.new_tokens
     g = torch.Generator().manual_seed(1)

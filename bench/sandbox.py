@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from spade_engine.config import SandboxConfig  # noqa: E402
-from spade_engine.engine.sandbox import SandboxPool  # noqa: E402
-from spade_engine.engine.validator import Validator  # noqa: E402
+from spade_engine.sandbox import SandboxPool  # noqa: E402
+from spade_engine.sandbox.validator import Validator  # noqa: E402
 
 ENVS = ROOT / "tests" / "envs"
 

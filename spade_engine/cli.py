@@ -9,7 +9,7 @@ from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
 from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
-from .engine.validate_cli import validate as validate_command
+from .sandbox.cli import validate as validate_command
 from .engine.worker_cli import worker as worker_command
 from .events.cli import app as events_app
 from .trainer.cli import retrain_command, train_command

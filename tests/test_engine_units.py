@@ -21,9 +21,9 @@ from spade_engine.engine.designer import (
     repair_messages,
 )
 from spade_engine.engine.hints import clean_hint, hint_messages
-from spade_engine.engine.policy.base import Policy, PolicyRequest
-from spade_engine.engine.policy.procedural import ProceduralPolicy, adapt_difficulty
-from spade_engine.engine.policy.procedural_families import FAMILIES, family_of_code, next_term, render
+from spade_engine.policy.protocol import Policy, PolicyRequest
+from spade_engine.policy.procedural import ProceduralPolicy, adapt_difficulty
+from spade_engine.policy.procedural.families import FAMILIES, family_of_code, next_term, render
 from spade_engine.engine.rollouts import first_user_message, parse_boxed, to_action
 from spade_engine.engine.stages import choose_skill, derive_seed, estimate_regret, play_specs
 from spade_engine.engine.state import RunState

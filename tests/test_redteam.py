@@ -18,8 +18,8 @@ import uuid
 import pytest
 from sandbox_support import ENVS, REDTEAM, fast_config, marker_files, sandbox_processes, wait_no_sandbox_processes
 
-from spade_engine.engine.sandbox import SandboxPool
-from spade_engine.engine.validator import ErrorKind, Validator
+from spade_engine.sandbox import SandboxPool
+from spade_engine.sandbox.validator import ErrorKind, Validator
 
 pytestmark = pytest.mark.sandbox
 

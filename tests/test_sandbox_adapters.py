@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from sandbox_support import ENVS
 
-from spade_engine.engine.sandbox.adapters import AnyText, SpadeEnvAdapter, adapt, boxed_actions, contract_of
+from spade_engine.sandbox.adapters import AnyText, SpadeEnvAdapter, adapt, boxed_actions, contract_of
 
 
 def _load_class(path):

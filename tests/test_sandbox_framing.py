@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from spade_engine.engine.sandbox import framing
+from spade_engine.sandbox import framing
 
 
 def test_round_trip_through_a_pipe_including_odd_text():

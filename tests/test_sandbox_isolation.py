@@ -12,7 +12,7 @@ import uuid
 import pytest
 from sandbox_support import fast_config, marker_files, sandbox_processes, wait_no_sandbox_processes
 
-from spade_engine.engine.sandbox import EnvError, SandboxCrash, SandboxPool
+from spade_engine.sandbox import EnvError, SandboxCrash, SandboxPool
 
 pytestmark = [
     pytest.mark.sandbox,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sandbox_support import ENVS, fast_config, sandbox_processes, wait_no_sandbox_processes
 
-from spade_engine.engine.sandbox import (
+from spade_engine.sandbox import (
     LAYERS,
     EnvError,
     IsolationError,
@@ -207,7 +207,7 @@ def test_no_worker_survives_the_engine_being_killed(tmp_path):
             f"""
             import sys, time
             from spade_engine.config import SandboxConfig
-            from spade_engine.engine.sandbox import SandboxPool
+            from spade_engine.sandbox import SandboxPool
             pool = SandboxPool(SandboxConfig(**{cfg.model_dump()!r}))
             s = pool.open_session({BLOCKING!r}, step_timeout_s=60)
             s.reset(seed=0)

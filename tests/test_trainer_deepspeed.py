@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from spade_engine.blobs import BlobStore
 from spade_engine.config import TrainerConfig
-from spade_engine.engine.policy.transformers_policy import TransformersPolicy
+from spade_engine.policy.transformers_policy import TransformersPolicy
 from spade_engine.events import SqliteEventLog
 from spade_engine.trainer.checkpoints import DEEPSPEED_STATE, verified_path
 from spade_engine.trainer.loop import Trainer

@@ -15,8 +15,8 @@ import pytest
 
 from spade_engine.blobs import BlobStore
 from spade_engine.config import TrainerConfig
-from spade_engine.engine.policy.base import PolicyRequest
-from spade_engine.engine.policy.transformers_policy import TransformersPolicy
+from spade_engine.policy.protocol import PolicyRequest
+from spade_engine.policy.transformers_policy import TransformersPolicy
 from spade_engine.events import PolicyUpdated, SqliteEventLog
 from spade_engine.trainer.checkpoints import sync_policy
 from spade_engine.trainer.loop import Trainer

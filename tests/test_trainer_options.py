@@ -10,8 +10,8 @@ import torch
 
 from spade_engine.blobs import BlobStore
 from spade_engine.config import TrainerConfig
-from spade_engine.engine.policy.tiny import build_tiny_model
-from spade_engine.engine.policy.transformers_policy import TransformersPolicy
+from spade_engine.policy.tiny import build_tiny_model
+from spade_engine.policy.transformers_policy import TransformersPolicy
 from spade_engine.errors import ConfigError
 from spade_engine.trainer.batches import TrainSample
 from spade_engine.trainer.checkpoints import save_weights

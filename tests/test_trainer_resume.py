@@ -23,7 +23,7 @@ import pytest
 
 from spade_engine.blobs import BlobStore
 from spade_engine.config import load_config
-from spade_engine.engine.policy.transformers_policy import TransformersPolicy
+from spade_engine.policy.transformers_policy import TransformersPolicy
 from spade_engine.events import DataDir, SqliteEventLog
 from spade_engine.trainer.loop import FAULT_ENV, Trainer
 from trainer_driver import play_round, start_run

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from spade_engine.blobs import BlobStore
-from spade_engine.engine.policy import base
-from spade_engine.engine.policy.decoding import BatchSampler, sample_tokens
-from spade_engine.engine.policy.tiny import build_tiny_model, build_tiny_tokenizer, parse_tiny_spec
-from spade_engine.engine.policy.transformers_policy import PolicyLoadError, TransformersPolicy, render_messages
+from spade_engine.policy import base
+from spade_engine.policy.decoding import BatchSampler, sample_tokens
+from spade_engine.policy.tiny import build_tiny_model, build_tiny_tokenizer, parse_tiny_spec
+from spade_engine.policy.transformers_policy import PolicyLoadError, TransformersPolicy, render_messages
 from spade_engine.trainer.checkpoints import load_weights_into, save_weights
 
 
@@ -158,7 +158,7 @@ def test_from_pretrained_local_directory_with_chat_template(tmp_path):
 
 def test_vllm_backend_without_vllm_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # vllm is not installable here; make sure of it
-    from spade_engine.engine.policy import vllm_policy
+    from spade_engine.policy import vllm_policy
 
     with pytest.raises(vllm_policy.VllmUnavailable, match="pip install"):
         vllm_policy.VllmPolicy("some/model")

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from spade_engine.cli import app
 from spade_engine.events import EnvironmentValidated, decode_envelope, encode_envelope, make_envelope
-from spade_engine.engine.sandbox import SandboxPool
-from spade_engine.engine.validator import CHECK_NAMES, ErrorKind, Validator
+from spade_engine.sandbox import SandboxPool
+from spade_engine.sandbox.validator import CHECK_NAMES, ErrorKind, Validator
 
 pytestmark = pytest.mark.sandbox
 

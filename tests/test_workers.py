@@ -19,10 +19,10 @@ from spade_engine.engine.corpus import Corpus
 from spade_engine.engine.loop import Engine
 from spade_engine.engine.regret_replay import verify_regrets
 from spade_engine.engine.runtime import make_policy
-from spade_engine.engine.sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
+from spade_engine.sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
 from spade_engine.engine.stages import StageContext
 from spade_engine.engine.state import RunState
-from spade_engine.engine.validator import Validator
+from spade_engine.sandbox.validator import Validator
 from spade_engine.engine.worker import (
     DesignerWorker,
     Emitter,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
-from spade_engine.engine.policy.base import PolicyRequest
+from spade_engine.policy.protocol import PolicyRequest
 from spade_engine.events import (
     EnvironmentProposed,
     RegretEstimated,

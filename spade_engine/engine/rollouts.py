@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..events.catalogue import RolloutCompleted, Turn
-from .policy.base import Policy, PolicyRequest, Sample
+from ..policy.protocol import Policy, PolicyRequest, Sample
 from .regret import episode_reward
 
 __all__ = [

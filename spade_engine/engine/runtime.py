@@ -22,7 +22,7 @@ from ..events.log import EventLog
 from ..events.store import DataDir, list_runs, new_run_id, open_event_log, resolve_run
 from .corpus import Corpus
 from .loop import Engine, EngineLock
-from .policy.base import Policy
+from ..policy.protocol import Policy
 from .state import RunState
 from .stages import StageContext
 
@@ -32,7 +32,7 @@ __all__ = ["make_policy", "resolve_start_run", "open_engine", "OpenEngine", "rec
 def make_policy(cfg: PolicyConfig, *, band: tuple[float, float] = (0.4, 0.6)) -> Policy:
     """The policy backend named by ``cfg.kind``."""
     if cfg.kind == "procedural":
-        from .policy.procedural import ProceduralPolicy
+        from ..policy.procedural import ProceduralPolicy
 
         return ProceduralPolicy(
             skill=cfg.agent_skill, hint_gain=cfg.hint_gain, adaptive=cfg.adaptive, defect_rate=cfg.defect_rate,
@@ -42,7 +42,7 @@ def make_policy(cfg: PolicyConfig, *, band: tuple[float, float] = (0.4, 0.6)) ->
         raise SpadeError(f"the {cfg.kind} policy needs a model (--model NAME_OR_PATH)")
     if cfg.kind == "transformers":
         try:
-            from .policy.transformers_policy import TransformersPolicy
+            from ..policy.transformers_policy import TransformersPolicy
         except ImportError as exc:
             raise SpadeError(f"the transformers policy is not available: {exc}") from None
         return TransformersPolicy.from_pretrained(
@@ -55,7 +55,7 @@ def make_policy(cfg: PolicyConfig, *, band: tuple[float, float] = (0.4, 0.6)) ->
         )
     if cfg.kind == "vllm":
         try:
-            from .policy.vllm_policy import VllmPolicy
+            from ..policy.vllm_policy import VllmPolicy
         except ImportError as exc:
             raise SpadeError(f"the vLLM policy is not available (pip install 'spade-engine[gpu]'): {exc}") from None
         return VllmPolicy(cfg.model, dtype=cfg.dtype, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
@@ -162,8 +162,8 @@ def open_engine(
     parent_run_id: str | None = None,
 ) -> OpenEngine:
     """Open the run's log, sandbox pool, validator, memory and projections, and build the engine."""
-    from .sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
-    from .validator import Validator
+    from ..sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
+    from ..sandbox.validator import Validator
 
     require_trainable(cfg)
     closers: list[Any] = []

@@ -45,7 +45,7 @@ from .designer import (
     repair_messages,
 )
 from .hints import clean_hint, hint_messages
-from .policy.base import Policy, PolicyRequest
+from ..policy.protocol import Policy, PolicyRequest
 from .regret import estimate
 from .rollouts import PlaySpec, play_episodes
 

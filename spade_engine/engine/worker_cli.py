@@ -187,13 +187,13 @@ def _group_role(role, log, cfg, root, novelty, stop, say, until_idle, session_ti
         kw: dict[str, Any] = {}
         policy = pool = validator = None
         if role in ("validator", "rollout"):
-            from .sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
+            from ..sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
 
             pool = SandboxPool(cfg.sandbox)
             closers.append(pool.close)
             kw.update(sandbox_layers=dict(pool.layers), step_errors=((StepTimeout,), (SandboxCrash, SandboxError)))
         if role == "validator":
-            from .validator import Validator
+            from ..sandbox.validator import Validator
 
             validator = Validator(pool, turn_limit=cfg.loop.turn_limit)
         if role == "rollout":

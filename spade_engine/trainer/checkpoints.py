@@ -28,6 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..blobs import BlobStore
+from ..policy.hf import effective_state_dict, load_weights_into, unwrap_model
 from ..events.catalogue import BlobRef, PolicyUpdated
 from ..events.log import EventLog, Record
 
@@ -51,46 +52,6 @@ DEEPSPEED_STATE = "application/x-tar; format=deepspeed-checkpoint"
 _DS_TAG = "state"
 
 
-def _unwrap(model: Any) -> Any:
-    """The module holding the weights (DeepSpeed engines expose ``.module``)."""
-    return getattr(model, "module", model) if type(model).__name__ == "DeepSpeedEngine" else model
-
-
-def _is_peft(model: Any) -> bool:
-    try:
-        from peft import PeftModel
-    except ImportError:  # pragma: no cover - peft is installed in dev
-        return False
-    return isinstance(model, PeftModel)
-
-
-def effective_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """CPU copies of the weights a plain (non-LoRA) model of the same architecture would load.
-
-    LoRA adapters are merged for the copy and unmerged again; tensors shared by several names
-    (tied embeddings) are kept under their first name only.
-    """
-    model = _unwrap(model)
-    if _is_peft(model):
-        model.merge_adapter()
-        try:
-            raw = model.get_base_model().state_dict()
-            sd = {k.replace(".base_layer.", "."): v.detach().to("cpu", copy=True) for k, v in raw.items() if "lora_" not in k}
-        finally:
-            model.unmerge_adapter()
-    else:
-        sd = {k: v.detach() for k, v in model.state_dict().items()}
-    out: dict[str, torch.Tensor] = {}
-    seen: set[tuple[int, int]] = set()
-    for k, v in sd.items():
-        ident = (v.data_ptr(), v.numel()) if v.device.type != "meta" else (id(v), 0)
-        if v.numel() and ident in seen:
-            continue
-        seen.add(ident)
-        out[k] = v.to("cpu").contiguous().clone()
-    return out
-
-
 def _put_safetensors(blobs: BlobStore, tensors: dict[str, torch.Tensor], metadata: dict[str, Any]) -> BlobRef:
     # safetensors writes its metadata map in hash order: keep ONE key (a canonical JSON string)
     # so identical content always gives identical bytes, hence the same digest
@@ -111,41 +72,6 @@ def save_weights(model: Any, blobs: BlobStore, *, metadata: dict[str, str] | Non
     Metadata must be deterministic for identical weights to share a digest (no timestamps).
     """
     return _put_safetensors(blobs, effective_state_dict(model), {"kind": "weights", **(metadata or {})})
-
-
-def load_weights_into(model: Any, path: str | Path) -> None:
-    """Copy the safetensors weights at ``path`` into ``model`` in place.
-
-    Every tensor in the file must match a parameter/buffer; names missing from the file must be
-    tied to one that is present (e.g. ``lm_head.weight``). Raises ``ValueError`` otherwise.
-    """
-    sd = load_file(str(path))
-    target = _unwrap(model)
-    if _is_peft(target):
-        base = target.get_base_model()
-        names = {k.replace(".base_layer.", "."): k for k in base.state_dict() if "lora_" not in k}
-        unknown = [k for k in sd if k not in names]
-        if unknown:
-            raise ValueError(f"checkpoint has tensors the model lacks: {unknown[:5]}")
-        params = dict(base.state_dict(keep_vars=True))
-        with torch.no_grad():
-            for k, v in sd.items():
-                params[names[k]].copy_(v.to(params[names[k]].dtype))
-        return
-    own = target.state_dict(keep_vars=True)
-    unknown = [k for k in sd if k not in own]
-    if unknown:
-        raise ValueError(f"checkpoint has tensors the model lacks: {unknown[:5]}")
-    present = {(t.data_ptr(), t.numel()) for k, t in own.items() if k in sd}
-    missing = [k for k, t in own.items() if k not in sd and (t.data_ptr(), t.numel()) not in present]
-    if missing:
-        raise ValueError(f"checkpoint lacks tensors the model needs: {missing[:5]}")
-    wrong = [f"{k} {tuple(v.shape)} != {tuple(own[k].shape)}" for k, v in sd.items() if v.shape != own[k].shape]
-    if wrong:
-        raise ValueError(f"checkpoint shapes do not match the model: {wrong[:3]}")
-    with torch.no_grad():
-        for k, v in sd.items():
-            own[k].copy_(v.to(device=own[k].device, dtype=own[k].dtype))
 
 
 def save_optimizer(optimizer: torch.optim.Optimizer, blobs: BlobStore) -> BlobRef:

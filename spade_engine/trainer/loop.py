@@ -123,7 +123,7 @@ class Trainer:
         producer: str = "trainer",
         on_update: Callable[[PolicyUpdated], None] | None = None,
     ):
-        from ..engine.policy.transformers_policy import resolve_device
+        from ..policy.hf import resolve_device
 
         self.log = log
         self.blobs = blobs

@@ -42,8 +42,8 @@ class TrainerSetupError(SpadeError):
 
 def load_base_model(spec: str, *, device: torch.device, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
     """``(model, tokenizer)`` for a model spec (``tiny[:SEED]``, local path or hub id)."""
-    from ..engine.policy.tiny import build_tiny_model, parse_tiny_spec
-    from ..engine.policy.transformers_policy import offline
+    from ..policy.tiny import build_tiny_model, parse_tiny_spec
+    from ..policy.hf import offline
 
     tiny = parse_tiny_spec(spec)
     if tiny is not None:

@@ -10,7 +10,7 @@ generated code needs no brace escaping.
 
 The solvers parse observations only (they never execute environment code): they exist so the
 simulated agent can act correctly with a probability set by its skill, see
-:mod:`spade_engine.engine.policy.procedural`.
+:mod:`spade_engine.policy.procedural`.
 """
 
 from __future__ import annotations

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events.catalogue import ValidationCheck
-from .sandbox import EnvError, ErrorKind, SandboxError, SandboxPool
-from .sandbox.grading import REWARD_RANGE, StepResult, check_reward, decode_reset, decode_step, select_env_class
-from .sandbox.pool import Task
+from . import EnvError, ErrorKind, SandboxError, SandboxPool
+from .grading import REWARD_RANGE, StepResult, check_reward, decode_reset, decode_step, select_env_class
+from .pool import Task
 
 __all__ = ["ErrorKind", "ValidationReport", "Validator", "PROBE_ACTIONS", "CHECK_NAMES"]
 

@@ -1,6 +1,6 @@
 """The vLLM policy backend (optional extra ``spade-engine[gpu]``; GPU only).
 
-Same :class:`~spade_engine.engine.policy.base.Policy` protocol as the transformers backend:
+Same :class:`~spade_engine.policy.protocol.Policy` protocol as the transformers backend:
 prompts rendered with the tokenizer's chat template (or the same fallback format), sampled with
 ``SamplingParams(logprobs=0)`` so each completion carries the log-prob of every sampled token,
 and ``load_version`` pushing a trainer checkpoint (safetensors) into the running engine.
@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import SpadeError
-from .base import PolicyRequest, Sample
+from ..errors import SpadeError
+from .protocol import PolicyRequest, Sample
 from .transformers_policy import render_messages
 
 __all__ = ["VllmPolicy", "VllmUnavailable"]

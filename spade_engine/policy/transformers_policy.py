@@ -1,6 +1,6 @@
 """The Hugging Face transformers policy backend (CPU or GPU; the default for real runs).
 
-:class:`TransformersPolicy` implements :class:`~spade_engine.engine.policy.base.Policy`:
+:class:`TransformersPolicy` implements :class:`~spade_engine.policy.protocol.Policy`:
 
 * built from a local path or hub id (offline: ``local_files_only`` whenever ``HF_HUB_OFFLINE``
   or ``TRANSFORMERS_OFFLINE`` is set), from an already-built model + tokenizer, or as a tiny
@@ -11,54 +11,24 @@
   optional ``torch.compile``), returning prompt ids, completion ids and the behaviour log-prob
   of each sampled token under the (temperature-scaled) sampling distribution;
 * ``load_version(version, path)`` loads a safetensors checkpoint written by the trainer
-  (:mod:`spade_engine.trainer.checkpoints`).
+  (:func:`~.hf.load_weights_into`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ...errors import SpadeError
-from .base import PolicyRequest, Sample
+from ..errors import SpadeError
 from .decoding import BatchSampler
+from .hf import PolicyLoadError, load_weights_into, offline, resolve_device, resolve_dtype
+from .protocol import PolicyRequest, Sample
 
 __all__ = ["TransformersPolicy", "PolicyLoadError", "render_messages", "offline", "resolve_device", "resolve_dtype"]
-
-
-class PolicyLoadError(SpadeError):
-    """A model, tokenizer or checkpoint could not be loaded."""
-
-
-def offline() -> bool:
-    """True when the Hugging Face hub must not be contacted."""
-    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
-    """``auto``: bf16 on a CUDA device that supports it, else fp32."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto":
-        if device is not None and device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    table = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
-             "fp32": torch.float32, "float32": torch.float32}
-    if dtype not in table:
-        raise PolicyLoadError(f"unknown dtype {dtype!r} (expected auto, bf16, fp16 or fp32)")
-    return table[dtype]
 
 
 def render_messages(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
@@ -229,8 +199,6 @@ class TransformersPolicy:
     def load_version(self, version: str, checkpoint: str | None) -> None:
         """Load the safetensors weights at ``checkpoint`` (a path) and become ``version``."""
         if checkpoint is not None:
-            from ...trainer.checkpoints import load_weights_into
-
             try:
                 load_weights_into(self.model, checkpoint)
             except (OSError, ValueError, RuntimeError) as exc:

@@ -1,7 +1,7 @@
 """The sandbox for model-written environments: pre-forked isolated workers (pool.py), the worker
 process itself (worker.py), framing, isolation layers, episode sessions and parent-side grading.
 
-    from spade_engine.engine.sandbox import SandboxPool
+    from spade_engine.sandbox import SandboxPool
     with SandboxPool(config.sandbox) as pool, pool.open_session(source) as s:
         obs, info = s.reset(seed=0)
         obs, reward, terminated, truncated, info = s.step("\\\\boxed{42}")

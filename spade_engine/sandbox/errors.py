@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ...errors import SpadeError
+from ..errors import SpadeError
 
 __all__ = [
     "ErrorKind",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ...events.catalogue import Generation
+from ..events.catalogue import Generation
 
 __all__ = ["Role", "PolicyRequest", "Sample", "Policy"]
 

@@ -1,9 +1,9 @@
 """The PROCEDURAL policy: a labelled SIMULATION of an LLM, for the offline first run and tests.
 
-It implements the :class:`~spade_engine.engine.policy.base.Policy` protocol without a model:
+It implements the :class:`~spade_engine.policy.protocol.Policy` protocol without a model:
 
 * as **designer** it writes real environment code in the SPADE format from the skill families of
-  :mod:`.procedural_families` (>= 6), with difficulty knobs. When ``adaptive``, it sets each
+  :mod:`.families` (>= 6), with difficulty knobs. When ``adaptive``, it sets each
   skill's difficulty from the per-skill history of (difficulty, plain win rate, regret) the engine
   passes in ``context["skill_history"]`` (built from RegretEstimated events), steering toward the
   frontier band; otherwise it uses the engine's nominal target difficulty (a fixed-difficulty
@@ -27,8 +27,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .base import PolicyRequest, Sample
-from .procedural_families import FAMILIES, Family, family_of_code, render
+from ..protocol import PolicyRequest, Sample
+from .families import FAMILIES, Family, family_of_code, render
 
 __all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS"]
 

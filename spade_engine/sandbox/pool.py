@@ -27,7 +27,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...config import SandboxConfig
+from ..config import SandboxConfig
 from . import framing
 from .errors import EnvError, ErrorKind, IsolationError, PoolExhausted, SandboxCrash, SandboxError, StepTimeout
 from .isolation import SandboxLayers, scrubbed_environ

@@ -19,7 +19,7 @@ import typer
 from ..cli_common import console, handle_errors, out
 from ..config import load_config
 from ..errors import SpadeError
-from .sandbox import SandboxPool
+from . import SandboxPool
 from .validator import ValidationReport, Validator
 
 __all__ = ["validate"]
