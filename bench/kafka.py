@@ -37,7 +37,7 @@ from spade_engine.consumers import EmbeddedRunner  # noqa: E402
 from spade_engine.consumers.stats import RunStatsProjection  # noqa: E402
 from spade_engine.devtools.kafka_broker import KafkaBroker  # noqa: E402
 from spade_engine.events import encode_envelope  # noqa: E402
-from spade_engine.events.kafka_log import KafkaEventLog  # noqa: E402
+from spade_engine.events.kafka.log import KafkaEventLog  # noqa: E402
 
 sys.path.append(str(_HERE))  # after the kafka package: this file is named kafka.py
 from eventlog import build  # noqa: E402  (the same events as the SQLite bench)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from spade_engine.config import load_config  # noqa: E402
-from spade_engine.engine.runtime import open_engine  # noqa: E402
+from spade_engine.runs.engine import open_engine  # noqa: E402
 from spade_engine.events.store import new_run_id  # noqa: E402
 
 

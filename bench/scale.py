@@ -43,12 +43,12 @@ from spade_engine.config import load_config  # noqa: E402
 from spade_engine.devtools.kafka_broker import KafkaBroker  # noqa: E402
 from spade_engine.engine.corpus import Corpus  # noqa: E402
 from spade_engine.engine.loop import new_env  # noqa: E402
-from spade_engine.engine.runtime import make_policy  # noqa: E402
+from spade_engine.policy.registry import make_policy  # noqa: E402
 from spade_engine.engine.stages import StageContext  # noqa: E402
 from spade_engine.engine.state import RunState  # noqa: E402
 from spade_engine.events.catalogue import RunStarted  # noqa: E402
 from spade_engine.events.codec import make_envelope  # noqa: E402
-from spade_engine.events.kafka_log import KafkaEventLog  # noqa: E402
+from spade_engine.events.kafka.log import KafkaEventLog  # noqa: E402
 from spade_engine.events.store import new_run_id  # noqa: E402
 
 

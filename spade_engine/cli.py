@@ -7,12 +7,12 @@ import typer
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
-from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
 from .sandbox.cli import validate as validate_command
-from .engine.worker_cli import worker as worker_command
 from .events.cli import app as events_app
-from .trainer.cli import retrain_command, train_command
+from .runs import cli as run_cli
+from .runs.worker_cli import worker as worker_command
+from .trainer.cli import train_command
 
 app = typer.Typer(
     name="spade-engine",
@@ -21,8 +21,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(events_app, name="events")
-app.command("start")(engine_cli.start)
-app.command("status")(engine_cli.status)
+app.command("start")(run_cli.start)
+app.command("status")(run_cli.status)
 app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
 register_dashboard(app)
@@ -30,7 +30,7 @@ app.add_typer(consumers_app, name="consumers")
 app.command("validate")(validate_command)
 app.command("worker")(worker_command)
 app.command("train")(train_command)
-app.command("retrain")(retrain_command)
+app.command("retrain")(run_cli.retrain_command)
 
 
 @app.command("version")

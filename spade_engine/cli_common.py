@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from .errors import SpadeError
+from .events.backends import log_backend
 from .events.log import EventLog
 from .events.store import Backend, open_event_log, resolve_data_dir, resolve_run
 
@@ -49,9 +50,9 @@ def handle_errors(fn: F) -> F:
 
 
 def check_backend(backend: str) -> Backend:
-    if backend not in ("sqlite", "kafka"):
-        raise SpadeError(f"unknown backend {backend!r} (expected sqlite or kafka)")
-    return backend  # type: ignore[return-value]
+    """``backend`` if it is a registered event-log backend, else a clear error."""
+    log_backend(backend)
+    return backend
 
 
 def bootstrap_or_env(bootstrap: str | None) -> str | None:

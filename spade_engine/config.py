@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -22,6 +22,10 @@ __all__ = [
     "EngineConfig",
     "LogConfig",
     "PolicyConfig",
+    "GenerationConfig",
+    "ProceduralPolicyConfig",
+    "TransformersPolicyConfig",
+    "VllmPolicyConfig",
     "LoopConfig",
     "SandboxConfig",
     "MemoryConfig",
@@ -38,26 +42,99 @@ class _Section(BaseModel):
 class LogConfig(_Section):
     """Where events go."""
 
-    backend: Literal["sqlite", "kafka"] = "sqlite"
+    backend: str = "sqlite"
     bootstrap: str | None = None
     partitions: int = Field(3, ge=1)
 
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, backend: str) -> str:
+        from .events.backends import backend_names
 
-class PolicyConfig(_Section):
-    """Which policy plays both roles."""
+        if backend not in backend_names():
+            raise ValueError(f"unknown backend {backend!r} (expected {' or '.join(backend_names())})")
+        return backend
 
-    kind: Literal["procedural", "transformers", "vllm"] = "procedural"
-    model: str | None = None
-    agent_skill: float = Field(0.7, ge=0.0, le=1.0, description="procedural agent's skill")
-    hint_gain: float = Field(0.25, ge=0.0, le=1.0, description="procedural agent: how much a hint helps")
-    adaptive: bool = True
-    defect_rate: float = Field(0.15, ge=0.0, le=1.0, description="procedural designer: share of deliberately broken proposals")
-    repair_success: float = Field(0.8, ge=0.0, le=1.0, description="procedural designer: chance a repair fixes the defect")
+
+class ProceduralPolicyConfig(_Section):
+    """The procedural simulation's knobs (``policy.kind = "procedural"``)."""
+
+    agent_skill: float = Field(0.7, ge=0.0, le=1.0, description="simulated agent's chance of a correct action")
+    hint_gain: float = Field(0.25, ge=0.0, le=1.0, description="how much a hint raises the agent's skill")
+    adaptive: bool = Field(True, description="steer each skill's difficulty by the recorded win rates and regret")
+    defect_rate: float = Field(0.15, ge=0.0, le=1.0, description="share of deliberately broken proposals")
+    repair_success: float = Field(0.8, ge=0.0, le=1.0, description="chance a repair fixes the defect")
+
+
+class TransformersPolicyConfig(_Section):
+    """The Hugging Face transformers backend (``policy.kind = "transformers"``)."""
+
     device: str = "auto"
     dtype: str = "auto"
+
+
+class VllmPolicyConfig(_Section):
+    """The vLLM backend (``policy.kind = "vllm"``, optional GPU extra)."""
+
+    dtype: str = "auto"
+    gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0)
+
+
+class GenerationConfig(_Section):
+    """Sampling settings of the LLM backends."""
+
     max_new_tokens: int = Field(512, ge=1)
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+
+
+#: flat keys of the first config schema -> their section in the split one (upcast on read)
+_LEGACY_POLICY_KEYS = {
+    **{k: "procedural" for k in ProceduralPolicyConfig.model_fields},
+    **{k: "transformers" for k in ("device", "dtype")},
+    **{k: "generation" for k in GenerationConfig.model_fields},
+}
+
+
+class PolicyConfig(_Section):
+    """Which policy plays every role, and each backend's own settings.
+
+    ``kind`` names a registered backend (:mod:`spade_engine.policy.registry`); only the section
+    of that backend is used. Configs of the first schema (flat ``agent_skill``, ``device``,
+    ``max_new_tokens``... directly under ``[policy]``) are upcast into the sections on read, so
+    older config files and recorded runs stay readable.
+    """
+
+    kind: str = "procedural"
+    model: str | None = None
+    generation: GenerationConfig = GenerationConfig()
+    procedural: ProceduralPolicyConfig = ProceduralPolicyConfig()
+    transformers: TransformersPolicyConfig = TransformersPolicyConfig()
+    vllm: VllmPolicyConfig = VllmPolicyConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast_flat_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not any(k in _LEGACY_POLICY_KEYS for k in data):
+            return data
+        data = dict(data)
+        for key, section in _LEGACY_POLICY_KEYS.items():
+            if key in data:
+                value = data.pop(key)
+                sub = dict(data.get(section) or {})
+                sub[key] = value
+                data[section] = sub
+        return data
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        from .policy.registry import backend_names
+
+        names = backend_names()
+        if kind not in names:
+            raise ValueError(f"unknown policy kind {kind!r} (registered: {', '.join(names)})")
+        return kind
 
 
 class LoopConfig(_Section):
@@ -170,8 +247,16 @@ class EngineConfig(_Section):
         return _validate(data, "flags")
 
 
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+def canonical_key(dotted: str) -> str:
+    """A dotted key in the current schema (``policy.agent_skill`` -> ``policy.procedural.agent_skill``)."""
     parts = dotted.split(".")
+    if len(parts) == 2 and parts[0] == "policy" and parts[1] in _LEGACY_POLICY_KEYS:
+        return f"policy.{_LEGACY_POLICY_KEYS[parts[1]]}.{parts[1]}"
+    return dotted
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = canonical_key(dotted).split(".")
     node = data
     for part in parts[:-1]:
         node = node.setdefault(part, {})

@@ -28,7 +28,7 @@ from spade_engine.archive.replay import open_live_projections, open_projections,
 from spade_engine.engine.regret_replay import recompute_regrets, verify_regrets
 from spade_engine.engine.state import RunState
 from spade_engine.events.errors import RunNotFound
-from spade_engine.events.kafka_log import KafkaEventLog
+from spade_engine.events.kafka.log import KafkaEventLog
 from spade_engine.events.store import DataDir, new_run_id
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -14,7 +14,7 @@ from spade_engine.cli import app
 from spade_engine.config import load_config
 from spade_engine.engine.regret_replay import verify_regrets
 from spade_engine.policy.procedural.families import FAMILIES
-from spade_engine.engine.runtime import open_engine
+from spade_engine.runs.engine import open_engine
 from spade_engine.events.store import DataDir, open_event_log
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]

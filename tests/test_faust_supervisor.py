@@ -16,7 +16,7 @@ from consumer_support import counted, read_snapshot, start_supervisor, wait_unti
 from factories import env_chain
 
 from spade_engine.consumers.faust_app import RepeatFilter
-from spade_engine.events.kafka_log import KafkaEventLog
+from spade_engine.events.kafka.log import KafkaEventLog
 
 
 def _record(msg: str, *args: object) -> logging.LogRecord:

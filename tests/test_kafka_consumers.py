@@ -15,7 +15,7 @@ import pytest
 from spade_engine.consumers import EmbeddedRunner
 from spade_engine.consumers.faust_app import app_id_for
 from spade_engine.consumers.stats import RunStatsProjection
-from spade_engine.events.kafka_log import KafkaEventLog
+from spade_engine.events.kafka.log import KafkaEventLog
 
 from factories import env_chain, run_events
 

@@ -15,7 +15,7 @@ from spade_engine.consumers import EmbeddedRunner
 from spade_engine.consumers.stats import RunStatsProjection
 from spade_engine.devtools.kafka_broker import free_port
 from spade_engine.events import EventLogError
-from spade_engine.events.kafka_log import KafkaEventLog, list_kafka_runs
+from spade_engine.events.kafka.log import KafkaEventLog, list_kafka_runs
 
 pytestmark = pytest.mark.kafka
 

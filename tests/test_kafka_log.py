@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spade_engine.events import EventLogError, RunNotFound
-from spade_engine.events.kafka_log import KafkaEventLog, list_kafka_runs
+from spade_engine.events.kafka.log import KafkaEventLog, list_kafka_runs
 
 from eventlog_contract import EventLogContract
 from factories import run_events

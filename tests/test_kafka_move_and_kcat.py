@@ -15,7 +15,7 @@ from spade_engine.consumers import EmbeddedRunner
 from spade_engine.consumers.stats import RunStatsProjection
 from spade_engine.events import SqliteEventLog, decode_envelope, encode_envelope, make_envelope
 from spade_engine.events.catalogue import RunStopped
-from spade_engine.events.kafka_log import KafkaEventLog, list_kafka_runs
+from spade_engine.events.kafka.log import KafkaEventLog, list_kafka_runs
 
 from factories import run_events
 

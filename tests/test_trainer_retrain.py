@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from spade_engine.cli import app
 from spade_engine.events.store import DataDir, open_event_log
-from spade_engine.trainer.retrain import RetrainError, recorded_curriculum, retrain_run
+from spade_engine.runs.retrain import RetrainError, recorded_curriculum, retrain_run
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ from spade_engine.blobs import BlobStore
 from spade_engine.config import load_config
 from spade_engine.policy.transformers_policy import TransformersPolicy
 from spade_engine.events import PolicyUpdated, RunStarted, make_envelope
-from spade_engine.events.kafka_log import KafkaEventLog
+from spade_engine.events.kafka.log import KafkaEventLog
 from spade_engine.events.store import DataDir, new_run_id
 from trainer_driver import play_round
 

@@ -18,7 +18,7 @@ from spade_engine.config import load_config
 from spade_engine.engine.corpus import Corpus
 from spade_engine.engine.loop import Engine
 from spade_engine.engine.regret_replay import verify_regrets
-from spade_engine.engine.runtime import make_policy
+from spade_engine.policy.registry import make_policy
 from spade_engine.sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
 from spade_engine.engine.stages import StageContext
 from spade_engine.engine.state import RunState
@@ -34,7 +34,7 @@ from spade_engine.engine.worker import (
     output_event_id,
 )
 from spade_engine.events.errors import EventLogError
-from spade_engine.events.sqlite_log import SqliteEventLog
+from spade_engine.events.sqlite.log import SqliteEventLog
 from spade_engine.events.store import new_run_id
 
 pytestmark = [pytest.mark.sandbox]

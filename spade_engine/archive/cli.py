@@ -36,14 +36,15 @@ def _run_dir(data_dir: Path | None, run_id: str) -> Path:
 def _open(run, data_dir, backend, bootstrap, url, refresh):
     """(run_id, log, run_dir, live projections), refreshed from the log when asked."""
     from ..consumers.runner import EmbeddedRunner
-    from .replay import open_live_projections, run_config
+    from ..recorded import recorded_config_or_default
+    from .replay import open_live_projections
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     run_dir = _run_dir(data_dir, run_id)
     if not refresh and url is None and not (run_dir / ARCHIVE_FILENAME).exists():
         log.close()
         raise ArchiveError(f"run {run_id} has no archive yet; build it with --refresh or `spade-engine replay`")
-    projs = open_live_projections(run_dir, run_config(log), archive_url=url)
+    projs = open_live_projections(run_dir, recorded_config_or_default(log), archive_url=url)
     if refresh:
         EmbeddedRunner(log, projs.all).catch_up()
     return run_id, log, run_dir, projs
@@ -260,18 +261,19 @@ def replay_cmd(
     With --retrain --model M: train a fresh model on the run's recorded curriculum instead
     (see `spade-engine retrain`)."""
     if retrain:
-        from ..trainer.cli import run_retrain
+        from ..runs.cli import run_retrain
 
         if not model:
             raise SpadeError("--retrain needs --model (a local path, an offline hub id or tiny[:SEED])")
         return run_retrain(run, model, data_dir, None, backend, bootstrap)
     from datetime import datetime, timezone
 
-    from .replay import ReplayError, open_live_projections, open_projections, parse_until, replay_run, run_config, verify_projections
+    from .replay import ReplayError, open_live_projections, open_projections, parse_until, replay_run, verify_projections
+    from ..recorded import recorded_config_or_default
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     run_dir = _run_dir(data_dir, run_id)
-    config = run_config(log)
+    config = recorded_config_or_default(log)
     target: Any = parse_until(until)
     live = None
     if verify:

@@ -95,27 +95,20 @@ def fold(recs: Iterator[Any], projections: list[Any], flush_every: int = 100_000
 
 def log_opener(log: EventLog) -> tuple[str, dict[str, Any]] | None:
     """How another process can open the same log (``None`` for a log it cannot reopen)."""
-    from ..events.sqlite_log import SqliteEventLog
-
-    if isinstance(log, SqliteEventLog):
-        return "sqlite", {"path": str(log.path), "run_id": log.run_id}
-    if type(log).__name__ == "KafkaEventLog":
-        return "kafka", {"bootstrap": log.bootstrap, "run_id": log.run_id}  # type: ignore[attr-defined]
-    return None
+    args = log.reopen_args()
+    return None if args is None else (log.backend, dict(args))
 
 
 def open_log(opener: tuple[str, Mapping[str, Any]]) -> EventLog:
     """Open the log an opener from :func:`log_opener` describes."""
+    from ..events.backends import reopen_log
+    from ..events.errors import EventLogError
+
     kind, args = opener
-    if kind == "sqlite":
-        from ..events.sqlite_log import SqliteEventLog
-
-        return SqliteEventLog(args["path"], args["run_id"], create=False)
-    if kind == "kafka":
-        from ..events.kafka_log import KafkaEventLog
-
-        return KafkaEventLog(args["bootstrap"], args["run_id"], create=False)
-    raise FoldError(f"unknown log kind {kind!r}")
+    try:
+        return reopen_log(kind, args)
+    except EventLogError as exc:
+        raise FoldError(str(exc)) from None
 
 
 # -- the child process ---------------------------------------------------------------------------

@@ -37,7 +37,6 @@ __all__ = [
     "parse_until",
     "first_difference",
     "verify_projections",
-    "run_config",
 ]
 
 
@@ -250,17 +249,6 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def run_config(log: EventLog) -> EngineConfig:
-    """The configuration recorded in the run's first ``RunStarted`` (defaults if unreadable)."""
-    for rec in log.read({}, limit=50):
-        if rec.envelope.type == "RunStarted":
-            try:
-                return EngineConfig.model_validate(rec.envelope.payload.get("config") or {})
-            except Exception:  # noqa: BLE001 - older or partial configs fall back to defaults
-                return EngineConfig()
-    return EngineConfig()
 
 
 def verify_projections(live: Projections, replayed: Projections) -> str | None:

@@ -39,7 +39,7 @@ import faust
 from ..events.codec import decode_envelope
 from ..events.envelope import utc_now
 from ..events.errors import MalformedEvent
-from ..events.kafka_log import dlq_topic_for, topic_for
+from ..events.kafka.topics import dlq_topic_for, topic_for
 from ..events.log import Cursor, Record, advance
 from .projection import Projection
 
@@ -334,7 +334,7 @@ def supervise_stats(
     import multiprocessing as mp
 
     from ..events.errors import EventLogError
-    from ..events.kafka_log import KafkaEventLog
+    from ..events.kafka.log import KafkaEventLog
 
     ctx = mp.get_context("spawn")
     group = app_id_for(run_id)

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..archive.difficulty import DEFAULT_WINDOW
-from ..archive.replay import replay_run, run_config
+from ..archive.replay import replay_run
+from ..recorded import recorded_config_or_default
 from ..events.log import Cursor, EventLog
 from .views import METRICS, RunView
 
@@ -90,7 +91,7 @@ def _window_of(view: RunView, size: int) -> dict[str, int]:
 
 def build_audit(log: EventLog, *, until: int | str | None = None, window: int = DEFAULT_WINDOW, top: int = 10) -> Audit:
     """Replay ``log`` (up to ``until``) into fresh projections and gather the audit."""
-    config = run_config(log)
+    config = recorded_config_or_default(log)
     with tempfile.TemporaryDirectory(prefix="spade-audit-") as tmp:
         result = replay_run(log, Path(tmp) / "p", config, until=until, window=window)
         view = RunView(log, Path(tmp) / "p", window=window)

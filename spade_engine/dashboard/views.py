@@ -22,7 +22,8 @@ from sqlalchemy import String, cast, func, select
 from ..archive.difficulty import DEFAULT_WINDOW
 from ..archive.models import Environment, Play, PolicyVersion
 from ..archive.queries import get_environment, plays_of, policy_versions
-from ..archive.replay import open_projections, run_config
+from ..archive.replay import open_projections
+from ..recorded import recorded_config_or_default
 from ..events.log import Cursor, EventLog, Record
 
 __all__ = ["RunView", "EventCounts", "highlight_python", "highlight_css", "SORTS", "METRICS"]
@@ -119,7 +120,7 @@ class RunView:
     def __init__(self, log: EventLog, state_dir: str | Path, *, window: int = DEFAULT_WINDOW):
         self.log = log
         self.state_dir = Path(state_dir)
-        self.config = run_config(log)
+        self.config = recorded_config_or_default(log)
         self.band = (self.config.reward.band_low, self.config.reward.band_high)
         self.projs = open_projections(self.state_dir, self.config, window=window)
         self.archive = self.projs.archive

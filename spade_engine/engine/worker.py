@@ -40,7 +40,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..blobs import BlobStore
 from ..config import EngineConfig
@@ -48,7 +47,6 @@ from ..errors import SpadeError
 from ..events.catalogue import EventPayload, RolloutCompleted, RunStopped
 from ..events.codec import make_envelope
 from ..events.log import EventLog, Record
-from ..events.store import DataDir
 from . import stages
 from .loop import Engine, load_latest_policy, new_env, next_stage, run_stage
 from .state import EnvState, RunState
@@ -65,6 +63,7 @@ __all__ = [
     "RolloutWorker",
     "RegretWorker",
     "DesignerWorker",
+    "MemoryFeed",
 ]
 
 ROLES = ("designer", "validator", "rollout", "regret", "consumers", "trainer")
@@ -113,14 +112,6 @@ class Emitter:
         self.stats.appended += self.log.append([env])
         self.view.apply(env)
         return env.event_id
-
-
-def recorded(log: EventLog, event_id: str) -> bool:
-    """Whether ``event_id`` is in the log (backends with an id index answer directly)."""
-    has = getattr(log, "has_event", None)
-    if has is not None:
-        return bool(has(event_id))
-    return any(r.envelope.event_id == event_id for r in log.read())
 
 
 class MemoryFeed:
@@ -209,7 +200,7 @@ class GroupWorker:
 
     def serve(self, *, until_idle: float | None = None, session_timeout_s: float = 10.0, poll_s: float = 0.5) -> WorkerStats:
         """Consume the group until stopped (or ``until_idle`` seconds without an input)."""
-        consumer = self.log.group_consumer(  # type: ignore[attr-defined]
+        consumer = self.log.group_consumer(
             group_for(self.log.run_id, self.role), session_timeout_s=session_timeout_s, client_id=self.emit.producer
         )
         last_input = time.monotonic()
@@ -260,7 +251,7 @@ class ValidatorWorker(GroupWorker):
 
         proposed = rec.envelope.event()
         out_id = output_event_id(self.log.run_id, EnvironmentValidated(env_id=proposed.env_id, valid=False))
-        if recorded(self.log, out_id):
+        if self.log.has_event(out_id):
             self.stats.skipped += 1
             return True
         t0 = time.perf_counter()
@@ -387,13 +378,3 @@ class DesignerWorker:
             if not acted:
                 self.stop_event.wait(poll_s)
         return "interrupted"
-
-
-def data_paths(data_dir: Path) -> tuple[DataDir, BlobStore]:
-    dd = DataDir(data_dir)
-    return dd, BlobStore(dd.blobs_dir)
-
-
-def require_group_api(log: EventLog) -> None:
-    if not hasattr(log, "group_consumer"):
-        raise SpadeError(f"the {type(log).__name__} backend has no consumer groups for workers")

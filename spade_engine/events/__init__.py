@@ -19,10 +19,10 @@ from .catalogue import (
     RunStopped,
     Turn,
     ValidationCheck,
-    json_schemas,
     register_upcaster,
 )
 from .codec import decode_envelope, encode_envelope, make_envelope
+from .schema import json_schemas
 from .envelope import Envelope, new_event_id, utc_now
 from .errors import (
     EventError,
@@ -33,7 +33,7 @@ from .errors import (
     UnknownEventType,
 )
 from .log import Cursor, DeadLetter, EventLog, Record, advance
-from .sqlite_log import SqliteEventLog
+from .sqlite.log import SqliteEventLog
 from .store import DataDir, new_run_id, open_event_log, resolve_data_dir, resolve_run
 
 __all__ = [name for name in dir() if not name.startswith("_")]

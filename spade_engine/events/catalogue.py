@@ -42,7 +42,6 @@ __all__ = [
     "register_upcaster",
     "decode_payload",
     "payload_to_builtins",
-    "json_schemas",
 ]
 
 
@@ -358,31 +357,3 @@ def decode_payload(event_type: str, version: int, payload: dict[str, Any]) -> Ev
 def payload_to_builtins(payload: EventPayload) -> dict[str, Any]:
     """The payload as JSON builtins (what is stored in the envelope)."""
     return msgspec.to_builtins(payload)
-
-
-def json_schemas() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the envelope with each payload type, keyed by type name."""
-    from .envelope import Envelope
-
-    out: dict[str, Any] = {}
-    for name, cls in EVENT_TYPES.items():
-        payload_schema = msgspec.json.schema(cls)
-        env_schema = msgspec.json.schema(Envelope)
-        defs = {**env_schema.get("$defs", {}), **payload_schema.get("$defs", {})}
-        envelope = defs.get("Envelope", {})
-        props = dict(envelope.get("properties", {}))
-        props["type"] = {"const": name}
-        props["schema_version"] = {"const": cls.VERSION}
-        props["payload"] = payload_schema.get("$ref") and {"$ref": payload_schema["$ref"]} or payload_schema
-        defs.pop("Envelope", None)
-        out[name] = {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": name,
-            "description": (cls.__doc__ or "").strip().split("\n\n")[0],
-            "type": "object",
-            "properties": props,
-            "required": envelope.get("required", []),
-            "x-schema-version": cls.VERSION,
-            "$defs": defs,
-        }
-    return out

@@ -23,7 +23,8 @@ from ..cli_common import (
     out,
 )
 from ..errors import SpadeError
-from .catalogue import EVENT_TYPES, json_schemas
+from .catalogue import EVENT_TYPES
+from .schema import json_schemas
 from .jsonl import ImportFailed, export_jsonl, parse_jsonl
 from .log import Record
 from .store import open_event_log, resolve_data_dir
@@ -193,10 +194,7 @@ def import_(
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=bootstrap_or_env(bootstrap), create=True)
         try:
             items = [(env, raw) for env, raw in report.good if env.run_id == run_id]
-            if hasattr(log, "append_raw"):
-                new = log.append_raw(items)  # type: ignore[attr-defined]
-            else:  # pragma: no cover - every shipped backend keeps bytes
-                new = log.append(env for env, _ in items)
+            new = log.append_raw(items)
             for bad in report.bad:
                 log.dead_letter(bad.raw, f"import line {bad.line_no}: {bad.reason}", source=str(file))
         finally:

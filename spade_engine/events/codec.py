@@ -12,19 +12,13 @@ from typing import Any
 import msgspec
 
 from .catalogue import EventPayload, payload_to_builtins
-from .envelope import ENVELOPE_FIELDS, Envelope, new_event_id, utc_now
+from .envelope import ENVELOPE_FIELDS, Envelope, encode_envelope, new_event_id, utc_now
 from .errors import MalformedEvent
 
 __all__ = ["encode_envelope", "decode_envelope", "envelope_from_builtins", "make_envelope"]
 
-_encoder = msgspec.json.Encoder(order="sorted")
 _decoder = msgspec.json.Decoder(Envelope)
 _any_decoder = msgspec.json.Decoder()
-
-
-def encode_envelope(envelope: Envelope) -> bytes:
-    """Canonical JSON bytes of ``envelope``."""
-    return _encoder.encode(envelope)
 
 
 def decode_envelope(data: bytes | str) -> Envelope:

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Envelope", "new_event_id", "utc_now", "ENVELOPE_FIELDS"]
+__all__ = ["Envelope", "new_event_id", "utc_now", "ENVELOPE_FIELDS", "encode_envelope"]
 
 ENVELOPE_FIELDS = (
     "event_id",
@@ -102,6 +102,12 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes of the whole envelope (see :mod:`spade_engine.events.codec`)."""
-        from .codec import encode_envelope
-
         return encode_envelope(self)
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def encode_envelope(envelope: Envelope) -> bytes:
+    """Canonical JSON bytes of ``envelope`` (sorted keys, no whitespace)."""
+    return _encoder.encode(envelope)

@@ -10,7 +10,10 @@ Contract (tested by ``tests/eventlog_contract.py`` against every backend):
   reader sees every event id once;
 * ``read`` yields records from a cursor in partition order; ``follow`` keeps yielding new records
   as they are appended until stopped;
-* consumer groups commit cursors explicitly (after processing) and read them back;
+* consumer groups commit cursors explicitly (after processing) and read them back; a group
+  member (``group_consumer``) reads only the partitions its group assigns it;
+* ``has_event`` answers from the backend's id index; ``reopen_args`` says how another process
+  opens the same log (:func:`spade_engine.events.backends.reopen_log`);
 * ``count_by_type`` counts distinct events by type;
 * malformed input is never silently lost: it goes to the dead-letter store with a reason.
 """
@@ -20,10 +23,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .codec import decode_envelope
 from .envelope import Envelope
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .group import GroupConsumer
 
 __all__ = ["Record", "Cursor", "EventLog", "advance", "DeadLetter"]
 
@@ -88,6 +94,8 @@ class EventLog(Protocol):
     """An append-only, immutable log of one run's events."""
 
     run_id: str
+    #: the name the backend is registered under (:mod:`spade_engine.events.backends`)
+    backend: str
 
     def append(self, envelopes: Iterable[Envelope]) -> int:
         """Append a batch atomically (per partition); return how many were new.
@@ -95,6 +103,11 @@ class EventLog(Protocol):
         Envelopes whose ``event_id`` is already recorded are skipped. Every envelope must belong
         to this log's run.
         """
+        ...
+
+    def append_raw(self, items: Iterable[tuple[Envelope, bytes]]) -> int:
+        """:meth:`append` for envelopes with their already-encoded bytes, stored exactly (import
+        keeps the bytes of an exported log)."""
         ...
 
     def read(self, cursor: Mapping[int, int] | None = None, *, limit: int | None = None) -> Iterator[Record]:
@@ -125,6 +138,23 @@ class EventLog(Protocol):
 
     def committed(self, group: str) -> Cursor:
         """The last committed cursor of ``group`` (empty when it never committed)."""
+        ...
+
+    def group_consumer(self, group: str, *, session_timeout_s: float = 10.0, client_id: str = ...) -> "GroupConsumer":
+        """Join consumer group ``group`` as one member (see :mod:`spade_engine.events.group`).
+
+        ``session_timeout_s``: how long the group waits for a silent member before giving its
+        partitions to the others; ``client_id``: the member's name on the broker.
+        """
+        ...
+
+    def has_event(self, event_id: str) -> bool:
+        """Whether an event with this id is recorded."""
+        ...
+
+    def reopen_args(self) -> dict[str, Any] | None:
+        """What another process needs to open this log with ``reopen_log(log.backend, args)``;
+        ``None`` for a log no other process can open (an in-memory one)."""
         ...
 
     def count_by_type(self) -> dict[str, int]:

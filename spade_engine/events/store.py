@@ -8,7 +8,8 @@ Data directory resolution is the same for every command: ``--data-dir``, then th
     <data>/blobs/sha256/ab/<hex>           content-addressed blobs (checkpoints, token traces)
 
 Run ids sort by creation time (``run-YYYYMMDD-HHMMSS-xxxxxx``), so the latest run is the
-greatest id. The Kafka backend keeps one topic per run; see :mod:`spade_engine.events.kafka_log`.
+greatest id. The Kafka backend keeps one topic per run; see :mod:`spade_engine.events.kafka.log`.
+Backends are found through :mod:`spade_engine.events.backends`.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
 
-from .errors import EventLogError, RunNotFound
+from .errors import RunNotFound
 from .log import EventLog
-from .sqlite_log import LOG_FILENAME, SqliteEventLog
+from .sqlite.log import LOG_FILENAME
 
 __all__ = ["resolve_data_dir", "new_run_id", "DataDir", "open_event_log", "Backend", "list_runs", "resolve_run"]
 
-Backend = Literal["sqlite", "kafka"]
+Backend = str
+"""A registered backend name (:mod:`spade_engine.events.backends`)."""
 DEFAULT_DATA_DIR = "spade-data"
 
 
@@ -105,29 +106,16 @@ def open_event_log(
     partitions: int = 3,
 ) -> EventLog:
     """Open (or with ``create``, create) the event log of ``run_id`` on ``backend``."""
-    if backend == "sqlite":
-        path = DataDir(data_dir).log_path(run_id)
-        if not create and not path.exists():
-            raise RunNotFound(f"no run {run_id!r} in {data_dir}")
-        return SqliteEventLog(path, run_id, create=create)
-    if backend == "kafka":
-        if not bootstrap:
-            raise EventLogError("the kafka backend needs --bootstrap HOST:PORT (or SPADE_KAFKA_BOOTSTRAP)")
-        try:
-            from .kafka_log import KafkaEventLog
-        except ImportError as exc:  # pragma: no cover - depends on installation
-            raise EventLogError(f"the kafka backend is not available: {exc}") from None
-        return KafkaEventLog(bootstrap, run_id, create=create, partitions=partitions)
-    raise EventLogError(f"unknown backend {backend!r} (expected sqlite or kafka)")
+    from .backends import log_backend
+
+    return log_backend(backend).open(run_id, data_dir=data_dir, bootstrap=bootstrap, create=create, partitions=partitions)
 
 
 def list_runs(*, data_dir: Path, backend: Backend = "sqlite", bootstrap: str | None = None) -> list[str]:
     """Run ids on a backend, oldest first."""
-    if backend == "kafka":
-        from .kafka_log import list_kafka_runs
+    from .backends import log_backend
 
-        return list_kafka_runs(bootstrap or "")
-    return DataDir(data_dir).runs()
+    return log_backend(backend).list_runs(data_dir=data_dir, bootstrap=bootstrap)
 
 
 def resolve_run(

@@ -55,8 +55,10 @@ class Sample:
 class Policy(Protocol):
     """Generates text for batches of requests and reports which version of weights it runs."""
 
-    #: backend kind: "procedural", "transformers", "vllm"
+    #: backend kind, the name it is registered under (:mod:`spade_engine.policy.registry`)
     kind: str
+    #: whether it has weights the trainer can train (PolicyUpdated checkpoints load into it)
+    trainable: bool
 
     @property
     def version(self) -> str:
@@ -73,4 +75,13 @@ class Policy(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """What to record in RunStarted.policy (kind, model, dtype, device, ...)."""
+        ...
+
+    def tokenize(self, text: str) -> list[int] | None:
+        """Token ids of ``text`` (no special tokens) under the policy's tokenizer; ``None`` for a
+        backend without one (the procedural simulation), whose budgets then count words."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds (engines, device memory); the policy is unusable after."""
         ...

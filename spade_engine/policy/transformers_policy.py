@@ -23,12 +23,11 @@ from typing import Any
 
 import torch
 
-from ..errors import SpadeError
 from .decoding import BatchSampler
 from .hf import PolicyLoadError, load_weights_into, offline, resolve_device, resolve_dtype
 from .protocol import PolicyRequest, Sample
 
-__all__ = ["TransformersPolicy", "PolicyLoadError", "render_messages", "offline", "resolve_device", "resolve_dtype"]
+__all__ = ["TransformersPolicy", "PolicyLoadError", "render_messages", "offline", "resolve_device", "resolve_dtype", "build"]
 
 
 def render_messages(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
@@ -48,6 +47,7 @@ class TransformersPolicy:
     """A causal LM from transformers, playing every role (designer, hinter, agent)."""
 
     kind = "transformers"
+    trainable = True
 
     def __init__(
         self,
@@ -207,6 +207,14 @@ class TransformersPolicy:
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         self._version = version
 
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def close(self) -> None:
+        """Drop the model (and its static caches) so its memory can be freed."""
+        self.sampler = None  # type: ignore[assignment]
+        self.model = None
+
     def describe(self) -> dict[str, Any]:
         p = next(self.model.parameters())
         return {
@@ -223,3 +231,13 @@ class TransformersPolicy:
             "static_cache": self.sampler.static_cache,
             "compile": self.sampler.compile,
         }
+
+
+def build(cfg: Any, *, band: tuple[float, float]) -> TransformersPolicy:
+    """The registry's factory (:mod:`spade_engine.policy.registry`): ``policy.model`` with
+    ``policy.transformers`` and ``policy.generation``."""
+    g = cfg.generation
+    return TransformersPolicy.from_pretrained(
+        cfg.model, device=cfg.transformers.device, dtype=cfg.transformers.dtype,
+        max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
+    )

@@ -27,7 +27,7 @@ from ..errors import SpadeError
 from .protocol import PolicyRequest, Sample
 from .transformers_policy import render_messages
 
-__all__ = ["VllmPolicy", "VllmUnavailable"]
+__all__ = ["VllmPolicy", "VllmUnavailable", "build"]
 
 
 class VllmUnavailable(SpadeError):
@@ -49,6 +49,7 @@ class VllmPolicy:
     """A model served in-process by vLLM (NOT exercised at runtime; see the module docstring)."""
 
     kind = "vllm"
+    trainable = True
 
     def __init__(
         self,
@@ -128,6 +129,17 @@ class VllmPolicy:
         self.checkpoint = checkpoint
         self._version = version
 
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def close(self) -> None:
+        """Shut the in-process engine down (frees its GPU memory)."""
+        llm, self.llm = self.llm, None
+        engine = getattr(llm, "llm_engine", None)
+        shutdown = getattr(engine, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -138,3 +150,13 @@ class VllmPolicy:
             "temperature": self.temperature,
             "top_p": self.top_p,
         }
+
+
+def build(cfg: Any, *, band: tuple[float, float]) -> VllmPolicy:
+    """The registry's factory (:mod:`spade_engine.policy.registry`): ``policy.model`` with
+    ``policy.vllm`` and ``policy.generation``."""
+    g = cfg.generation
+    return VllmPolicy(
+        cfg.model, dtype=cfg.vllm.dtype, gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+        max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
+    )

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from ..blobs import BlobStore
-from ..policy.hf import effective_state_dict, load_weights_into, unwrap_model
+from ..policy.hf import effective_state_dict, load_weights_into
 from ..events.catalogue import BlobRef, PolicyUpdated
 from ..events.log import EventLog, Record
 

@@ -13,11 +13,12 @@ from ..blobs import BlobStore
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run, out
 from ..config import EngineConfig, load_config
 from ..errors import ConfigError, SpadeError
-from ..events.catalogue import PolicyUpdated, RunStarted
+from ..events.catalogue import PolicyUpdated
 from ..events.log import EventLog
 from ..events.store import resolve_data_dir
+from ..recorded import recorded_config
 
-__all__ = ["train_command", "retrain_command", "run_retrain", "run_config", "base_model_of"]
+__all__ = ["train_command", "run_config", "base_model_of"]
 
 
 def run_config(log: EventLog, config_file: Path | None, overrides: dict[str, Any]) -> EngineConfig:
@@ -25,13 +26,9 @@ def run_config(log: EventLog, config_file: Path | None, overrides: dict[str, Any
     the run's RunStarted, with flag overrides on top."""
     if config_file is not None:
         return load_config(config_file, overrides=overrides)
-    for rec in log.read(limit=50):
-        if rec.envelope.type == RunStarted.TYPE:
-            try:
-                cfg = EngineConfig.model_validate(rec.envelope.event().config)
-            except Exception:  # noqa: BLE001 - a foreign/partial config: fall back to defaults
-                break
-            return cfg.with_overrides(overrides)
+    recorded = recorded_config(log)
+    if recorded is not None:
+        return recorded.with_overrides(overrides)
     return load_config(None, overrides=overrides)
 
 
@@ -88,7 +85,7 @@ def train_command(
             )
 
         trainer = Trainer(
-            log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.temperature, on_update=report
+            log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.generation.temperature, on_update=report
         )
         if trainer.resumed_from is not None:
             out.print(f"resuming {run_id} from {trainer.state.version} (consumed {trainer.state.consumed})", highlight=False)
@@ -111,40 +108,3 @@ def train_command(
         raise
     finally:
         log.close()
-
-
-def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str = "sqlite",
-                bootstrap: str | None = None) -> None:
-    """Shared body of ``retrain`` and ``replay --retrain``: print one line per environment and a summary."""
-    from .retrain import retrain_run
-
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
-    try:
-        out.print(f"retraining {model} on the curriculum of {run_id}", highlight=False)
-        result = retrain_run(
-            log, model=model, data_dir=resolve_data_dir(data_dir), max_envs=max_envs,
-            on_env=lambda i, env_id: out.print(f"  environment {i + 1}: {env_id}", highlight=False),
-        )
-    finally:
-        log.close()
-    versions = ", ".join(u.version for u in result.updates) or "none (no group had reward variance)"
-    out.print(
-        f"new run {result.run_id} (parent {result.parent_run_id}): {result.environments} environments replayed, "
-        f"versions trained: {versions}",
-        highlight=False,
-    )
-
-
-@handle_errors
-def retrain_command(
-    run: RunArg = None,
-    model: Annotated[str, typer.Option("--model", "-m", help="Model to train: local path, hub id (offline) or tiny[:SEED].")] = ...,  # type: ignore[assignment]
-    max_envs: Annotated[Optional[int], typer.Option("--max-envs", help="Replay only the first N environments.", min=1)] = None,
-    data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
-    bootstrap: BootstrapOpt = None,
-) -> None:
-    """Train a fresh MODEL on a recorded run's environments in their recorded order, generating new
-    plays, as a NEW run linked to the old one (RunStarted.parent_run_id). Same as
-    `spade-engine replay RUN --retrain --model M`."""
-    run_retrain(run, model, data_dir, max_envs, backend, bootstrap)

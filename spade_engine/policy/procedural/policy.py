@@ -30,7 +30,7 @@ from typing import Any
 from ..protocol import PolicyRequest, Sample
 from .families import FAMILIES, Family, family_of_code, render
 
-__all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS"]
+__all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS", "build"]
 
 DEFECTS = ("syntax", "crash", "timeout", "contract", "unsolvable", "nondeterministic")
 
@@ -88,6 +88,7 @@ class ProceduralPolicy:
     """A simulation policy (no model) implementing the Policy protocol. See the module docstring."""
 
     kind = "procedural"
+    trainable = False
 
     def __init__(
         self,
@@ -114,6 +115,13 @@ class ProceduralPolicy:
     def load_version(self, version: str, checkpoint: str | None) -> None:
         """A simulation has no weights: only the version label changes."""
         self._version = version
+
+    def tokenize(self, text: str) -> None:
+        """No tokenizer: budgets count words."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -210,3 +218,12 @@ class ProceduralPolicy:
 def _doc(ctx: dict[str, Any], field: str) -> str:
     doc = ctx.get("document") or {}
     return str(doc.get(field, "")) if isinstance(doc, dict) else ""
+
+
+def build(cfg: Any, *, band: tuple[float, float]) -> ProceduralPolicy:
+    """The registry's factory (:mod:`spade_engine.policy.registry`): from ``policy.procedural``."""
+    c = cfg.procedural
+    return ProceduralPolicy(
+        skill=c.agent_skill, hint_gain=c.hint_gain, adaptive=c.adaptive, defect_rate=c.defect_rate,
+        repair_success=c.repair_success, band=band,
+    )

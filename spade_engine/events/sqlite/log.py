@@ -19,11 +19,15 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .codec import encode_envelope
-from .envelope import Envelope, utc_now
-from .errors import EventLogError, MalformedEvent
-from .log import Cursor, DeadLetter, Record
+from ..codec import encode_envelope
+from ..envelope import Envelope, utc_now
+from ..errors import EventLogError, MalformedEvent
+from ..log import Cursor, DeadLetter, Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .group import SqliteGroupConsumer
 
 __all__ = ["SqliteEventLog", "LOG_FORMAT_VERSION", "LOG_FILENAME"]
 
@@ -59,6 +63,7 @@ class SqliteEventLog:
     """:class:`~spade_engine.events.log.EventLog` on a SQLite file in WAL mode."""
 
     PARTITION = 0
+    backend = "sqlite"
 
     def __init__(self, path: str | Path, run_id: str, *, create: bool = True, busy_timeout_s: float = 30.0):
         self.path = Path(path)
@@ -270,12 +275,19 @@ class SqliteEventLog:
             out.setdefault(grp, {})[int(p)] = int(o)
         return out
 
-    def group_consumer(self, group: str, **options: object):
+    def group_consumer(
+        self, group: str, *, session_timeout_s: float = 10.0, client_id: str = "", max_records: int = 100
+    ) -> "SqliteGroupConsumer":
         """The single member of consumer group ``group``: a
-        :class:`~spade_engine.events.group.SqliteGroupConsumer`."""
+        :class:`~spade_engine.events.sqlite.group.SqliteGroupConsumer` (one partition, so one
+        member; ``session_timeout_s`` and ``client_id`` have no meaning here)."""
         from .group import SqliteGroupConsumer
 
-        return SqliteGroupConsumer(self, group, max_records=int(options.get("max_records", 100)))  # type: ignore[arg-type]
+        return SqliteGroupConsumer(self, group, max_records=max_records)
+
+    def reopen_args(self) -> dict[str, str]:
+        """What another process needs to open this log (:func:`~spade_engine.events.backends.reopen_log`)."""
+        return {"path": str(self.path), "run_id": self.run_id}
 
     def has_event(self, event_id: str) -> bool:
         """Whether an event with this id is recorded."""

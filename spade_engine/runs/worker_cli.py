@@ -22,23 +22,27 @@ import typer
 
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, console, handle_errors
 from ..config import EngineConfig, load_config
-from ..errors import ConfigError, SpadeError
+from ..engine.worker import ROLES
+from ..errors import SpadeError
 from ..events.errors import RunNotFound
 from ..events.store import DataDir, open_event_log, resolve_data_dir, resolve_run
-from .state import RunState
-from .worker import ROLES
+from ..recorded import recorded_config
 
 __all__ = ["worker"]
 
 
-def _attach(run: str | None, root: Path, backend: str, boot: str | None, wait_s: float) -> tuple[str, Any, dict]:
+def _attach(run: str | None, root: Path, backend: str, boot: str | None, wait_s: float) -> tuple[str, Any, EngineConfig]:
     """Open the run (latest by default) once it exists and has a RunStarted; return its config."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
             run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
             log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
-            config = RunState.from_log(log).config
+            try:
+                config = recorded_config(log)
+            except BaseException:
+                log.close()
+                raise
             if config is not None:
                 return run_id, log, config
             log.close()
@@ -109,12 +113,10 @@ def worker(
         return
     run_id, log, recorded = _attach(run, root, b, boot, wait)
     try:
-        cfg = _local(EngineConfig.model_validate(recorded), config, sandbox_workers)
-    except Exception as exc:  # noqa: BLE001
+        cfg = _local(recorded, config, sandbox_workers)
+    except BaseException:
         log.close()
-        if isinstance(exc, SpadeError):
-            raise
-        raise ConfigError(f"run {run_id}: recorded config is not readable by this engine: {exc}") from None
+        raise
     say(f"attached to run {run_id} ({b})")
     try:
         if role in ("validator", "rollout", "regret"):
@@ -131,11 +133,10 @@ def worker(
 
 def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions, ahead, stop, say) -> None:
     from ..blobs import BlobStore
-    from .corpus import Corpus
-    from .loop import Engine
-    from .runtime import make_policy, recorded_config, resolve_start_run
-    from .stages import StageContext
-    from .worker import DesignerWorker, MemoryFeed
+    from ..engine.loop import Engine
+    from ..engine.worker import DesignerWorker
+    from .context import build_context
+    from .engine import resolve_start_run
 
     if new and run is not None:
         run_id, create = run, True
@@ -143,84 +144,48 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
         run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
     flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays}
     log = None
+    recorded = None
     if not create:
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot)
-        recorded = recorded_config(log)
-    else:
-        recorded = None
+        try:
+            recorded = recorded_config(log)
+        except BaseException:
+            log.close()
+            raise
     if recorded is None:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "log.partitions": partitions})
         cfg = load_config(config, overrides=flags)
     else:
-        cfg = EngineConfig.model_validate(recorded).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+        cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
     if log is None:
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot, create=True, partitions=cfg.log.partitions)
-    feed = None
+    built = None
     try:
-        band = (cfg.reward.band_low, cfg.reward.band_high)
-        policy = make_policy(cfg.policy, band=band)
-        ctx = StageContext(run_id=run_id, cfg=cfg, policy=policy, corpus=Corpus.from_paths(cfg.loop.corpus),
-                           tokenize=getattr(getattr(policy, "tokenizer", None), "tokenize", None))
-        feed = MemoryFeed(log, cfg)
-        engine = Engine(log=log, cfg=cfg, ctx=ctx, blobs=BlobStore(DataDir(root).blobs_dir))
-        designer = DesignerWorker(engine, ahead=ahead, memory=feed, say=say)
+        built = build_context(cfg, role="designer", log=log)
+        engine = Engine(log=log, cfg=cfg, ctx=built.ctx, blobs=BlobStore(DataDir(root).blobs_dir))
+        designer = DesignerWorker(engine, ahead=ahead, memory=built.feed, say=say)
         engine.stop_event = stop
         designer.stop_event = stop
         say(f"{'new' if create else 'resuming'} run {run_id} ({b}, policy {cfg.policy.kind}, max envs {cfg.loop.max_envs or 'unbounded'})")
         reason = designer.serve()
         say(f"stopped ({reason}): {json.dumps(engine.counts())}")
     finally:
-        if feed is not None:
-            feed.close()
+        if built is not None:
+            built.close()
         log.close()
 
 
 def _group_role(role, log, cfg, root, novelty, stop, say, until_idle, session_timeout):
     from ..blobs import BlobStore
-    from .runtime import _quiet_model_loading, make_policy
-    from .stages import StageContext
-    from .worker import MemoryFeed, RegretWorker, RolloutWorker, ValidatorWorker, require_group_api
+    from ..engine.worker import RegretWorker, RolloutWorker, ValidatorWorker
+    from .context import build_context
 
-    require_group_api(log)
-    closers: list[Any] = []
-    try:
-        kw: dict[str, Any] = {}
-        policy = pool = validator = None
-        if role in ("validator", "rollout"):
-            from ..sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
-
-            pool = SandboxPool(cfg.sandbox)
-            closers.append(pool.close)
-            kw.update(sandbox_layers=dict(pool.layers), step_errors=((StepTimeout,), (SandboxCrash, SandboxError)))
-        if role == "validator":
-            from ..sandbox.validator import Validator
-
-            validator = Validator(pool, turn_limit=cfg.loop.turn_limit)
-        if role == "rollout":
-            policy = make_policy(cfg.policy, band=(cfg.reward.band_low, cfg.reward.band_high))
-            closers.append(getattr(policy, "close", lambda: None))
-        feed = None
-        if role == "validator" and novelty:
-            from ..archive.embedder import Embedder
-            from ..archive.memory import encode_embedding
-
-            feed = MemoryFeed(log, cfg)
-            closers.append(feed.close)
-            _quiet_model_loading(single_thread=True)
-            embedder = Embedder(cfg.memory.embedding_model)
-            embedder.embed(["warm-up"])  # load the model before joining the group, not on the first input
-            kw.update(memory=feed.memory, embedder=embedder,
-                      embedding_model=cfg.memory.embedding_model, encode_embedding=encode_embedding)
-        ctx = StageContext(run_id=log.run_id, cfg=cfg, policy=policy, corpus=None, validator=validator, pool=pool, **kw)  # type: ignore[arg-type]
+    with build_context(cfg, role=role, log=log, memory=novelty) as built:
         blobs = BlobStore(DataDir(root).blobs_dir)
         cls = {"validator": ValidatorWorker, "rollout": RolloutWorker, "regret": RegretWorker}[role]
-        extra = {"feed": feed} if role == "validator" else {}
-        w = cls(log=log, cfg=cfg, ctx=ctx, blobs=blobs, say=say, stop_event=stop, **extra)
+        extra = {"feed": built.feed} if role == "validator" else {}
+        w = cls(log=log, cfg=cfg, ctx=built.ctx, blobs=blobs, say=say, stop_event=stop, **extra)
         return w.serve(until_idle=until_idle, session_timeout_s=session_timeout)
-    finally:
-        for fn in reversed(closers):
-            with contextlib.suppress(Exception):
-                fn()
 
 
 def _consumers(log, cfg, root, b, boot, archive_url, until_idle, say) -> None:
@@ -256,7 +221,7 @@ def _trainer(log, cfg, root, stop, until_idle, say) -> None:
 
     trainer = Trainer(
         log, blobs=BlobStore(DataDir(root).blobs_dir), config=cfg.trainer, base_model=cfg.policy.model or "tiny",
-        temperature=cfg.policy.temperature, producer="trainer",
+        temperature=cfg.policy.generation.temperature, producer="trainer",
         on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
     )
     published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)

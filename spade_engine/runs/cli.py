@@ -1,4 +1,5 @@
-"""`spade-engine start` (run or resume the self-play loop with live progress) and `status`.
+"""`spade-engine start` (run or resume the self-play loop with live progress), `status`, and
+`retrain` (train a fresh model on a recorded run's curriculum, :mod:`.retrain`).
 
 Run selection for ``start``: ``--run RUN`` resumes that run; otherwise the latest run is resumed
 when it is unfinished (never stopped, interrupted, or failed), else a new run is created;
@@ -34,12 +35,12 @@ from ..cli_common import (
     open_run,
     out,
 )
-from ..config import EngineConfig, load_config
-from ..errors import ConfigError
+from ..config import load_config
+from ..engine.state import RunState
 from ..events.store import resolve_data_dir
-from .state import RunState
+from ..recorded import recorded_config
 
-__all__ = ["start", "status", "render_stats"]
+__all__ = ["start", "status", "render_stats", "retrain_command", "run_retrain"]
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -103,7 +104,7 @@ def start(
     offline simulation) and the bundled corpus. Resumes the latest unfinished run (see --run,
     --new). Ctrl-C stops cleanly (RunStopped reason=interrupted); start again to resume.
     """
-    from .runtime import open_engine, recorded_config, resolve_start_run
+    from .engine import open_engine, resolve_start_run
 
     b = check_backend(backend)
     root = resolve_data_dir(data_dir)
@@ -126,11 +127,7 @@ def start(
         if recorded is None:
             cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
         else:
-            try:
-                cfg = EngineConfig.model_validate(recorded)
-            except Exception as exc:  # noqa: BLE001
-                raise ConfigError(f"run {run_id}: recorded config is not readable by this engine: {exc}") from None
-            cfg = cfg.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+            cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
             if model or seed is not None or config is not None:
                 console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config are ignored[/]")
     verb = "starting new run" if create else "resuming run"
@@ -221,3 +218,40 @@ def status(
     else:
         lifecycle = "running, or ended without RunStopped (start resumes it)"
     out.print(render_stats(stats, title=run_id, extra=f"{lifecycle}; {stats['starts']} start(s)"))
+
+
+def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str = "sqlite",
+                bootstrap: str | None = None) -> None:
+    """Shared body of ``retrain`` and ``replay --retrain``: print one line per environment and a summary."""
+    from .retrain import retrain_run
+
+    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    try:
+        out.print(f"retraining {model} on the curriculum of {run_id}", highlight=False)
+        result = retrain_run(
+            log, model=model, data_dir=resolve_data_dir(data_dir), max_envs=max_envs,
+            on_env=lambda i, env_id: out.print(f"  environment {i + 1}: {env_id}", highlight=False),
+        )
+    finally:
+        log.close()
+    versions = ", ".join(u.version for u in result.updates) or "none (no group had reward variance)"
+    out.print(
+        f"new run {result.run_id} (parent {result.parent_run_id}): {result.environments} environments replayed, "
+        f"versions trained: {versions}",
+        highlight=False,
+    )
+
+
+@handle_errors
+def retrain_command(
+    run: RunArg = None,
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to train: local path, hub id (offline) or tiny[:SEED].")] = ...,  # type: ignore[assignment]
+    max_envs: Annotated[Optional[int], typer.Option("--max-envs", help="Replay only the first N environments.", min=1)] = None,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Train a fresh MODEL on a recorded run's environments in their recorded order, generating new
+    plays, as a NEW run linked to the old one (RunStarted.parent_run_id). Same as
+    `spade-engine replay RUN --retrain --model M`."""
+    run_retrain(run, model, data_dir, max_envs, backend, bootstrap)

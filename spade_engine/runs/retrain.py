@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..blobs import BlobStore
-from ..config import EngineConfig
 from ..errors import SpadeError
-from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, PolicyUpdated, RunStarted
+from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, PolicyUpdated
 from ..events.log import EventLog
-from ..events.store import DataDir, new_run_id
+from ..events.store import new_run_id
+from ..recorded import recorded_config_or_default
 
 __all__ = ["recorded_curriculum", "retrain_run", "RetrainResult", "RetrainError"]
 
@@ -47,13 +46,6 @@ def recorded_curriculum(log: EventLog) -> list[EnvironmentProposed]:
     return out
 
 
-def recorded_config(log: EventLog) -> dict[str, Any] | None:
-    for rec in log.read(limit=100):
-        if rec.envelope.type == RunStarted.TYPE:
-            return rec.envelope.event().config
-    return None
-
-
 @dataclass
 class RetrainResult:
     """What a retrain did: the new run, how many environments, the versions it trained."""
@@ -76,18 +68,14 @@ def retrain_run(
 ) -> RetrainResult:
     """Replay ``old_log``'s curriculum with a fresh ``model`` into a new run (see module docstring)."""
     from ..engine.loop import Engine, env_id_for
-    from ..engine.runtime import open_engine
+    from .engine import open_engine
 
     curriculum = recorded_curriculum(old_log)
     if max_envs is not None:
         curriculum = curriculum[:max_envs]
     if not curriculum:
         raise RetrainError(f"run {old_log.run_id} has no accepted environments to replay")
-    recorded = recorded_config(old_log) or {}
-    try:
-        base = EngineConfig.model_validate(recorded)
-    except Exception:  # noqa: BLE001 - foreign config: defaults
-        base = EngineConfig()
+    base = recorded_config_or_default(old_log)
     cfg = base.with_overrides(
         {
             "policy.kind": "transformers",

@@ -28,99 +28,38 @@ dead-letter topic once and skipped.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
-from .codec import decode_envelope, encode_envelope
-from .envelope import Envelope, utc_now
-from .errors import EventLogError, MalformedEvent, RunNotFound
-from .log import Cursor, DeadLetter, Record
+from ..codec import decode_envelope, encode_envelope
+from ..envelope import Envelope, utc_now
+from ..errors import EventLogError, MalformedEvent, RunNotFound
+from ..log import Cursor, DeadLetter, Record
+from .topics import (
+    _TOPIC_CONFIG,
+    H_ID,
+    H_TYPE,
+    H_VERSION,
+    TOPIC_PREFIX,
+    admin_client,
+    broker_error,
+    dlq_topic_for,
+    header,
+    list_kafka_runs,
+    retrying,
+    topic_for,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .group import KafkaGroupConsumer
 
 __all__ = ["KafkaEventLog", "list_kafka_runs", "topic_for", "dlq_topic_for", "TOPIC_PREFIX"]
-
-TOPIC_PREFIX = "spade."
-DLQ_SUFFIX = ".dlq"
-_RUN_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$")
-H_TYPE, H_VERSION, H_ID = "event_type", "schema_version", "event_id"
-_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
-
-
-def topic_for(run_id: str) -> str:
-    """The topic holding ``run_id``'s events."""
-    if not _RUN_ID.match(run_id) or run_id.endswith(DLQ_SUFFIX):
-        raise RunNotFound(f"invalid run id {run_id!r} for Kafka (letters, digits, . _ - only)")
-    return TOPIC_PREFIX + run_id
-
-
-def dlq_topic_for(run_id: str) -> str:
-    """The dead-letter topic of ``run_id``."""
-    return topic_for(run_id) + DLQ_SUFFIX
-
-
-def _broker_error(bootstrap: str, exc: BaseException, what: str = "") -> EventLogError:
-    doing = f" while {what}" if what else ""
-    return EventLogError(f"Kafka broker at {bootstrap} failed{doing}: {type(exc).__name__}: {exc}")
-
-
-def _admin(bootstrap: str, connect_timeout_s: float) -> KafkaAdminClient:
-    try:
-        return KafkaAdminClient(
-            bootstrap_servers=bootstrap,
-            bootstrap_timeout_ms=int(connect_timeout_s * 1000),
-            request_timeout_ms=30000,
-            client_id="spade-engine-admin",
-        )
-    except KafkaError as exc:
-        raise EventLogError(
-            f"Kafka broker at {bootstrap} is not reachable (waited {connect_timeout_s:g}s): {exc}; "
-            "start one with `python3 scripts/kafka_broker.py start`"
-        ) from None
-
-
-def list_kafka_runs(bootstrap: str, *, connect_timeout_s: float = 10.0) -> list[str]:
-    """Run ids with a topic on the broker, sorted (run ids sort by creation time)."""
-    if not bootstrap:
-        raise EventLogError("the kafka backend needs --bootstrap HOST:PORT (or SPADE_KAFKA_BOOTSTRAP)")
-    admin = _admin(bootstrap, connect_timeout_s)
-    try:
-        topics = admin.list_topics()
-    except KafkaError as exc:
-        raise _broker_error(bootstrap, exc, "listing topics") from None
-    finally:
-        admin.close()
-    runs = []
-    for t in topics:
-        if t.startswith(TOPIC_PREFIX) and not t.endswith(DLQ_SUFFIX):
-            run_id = t[len(TOPIC_PREFIX):]
-            if _RUN_ID.match(run_id):
-                runs.append(run_id)
-    return sorted(runs)
-
-
-def _retrying(fn, *, timeout_s: float = 30.0):
-    """Call ``fn`` until it succeeds, retrying Kafka's retriable errors (coordinator loading...)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return fn()
-        except KafkaError as exc:
-            if not getattr(exc, "retriable", False) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _header(headers: Iterable[tuple[str, bytes]] | None, name: str) -> bytes | None:
-    for k, v in headers or ():
-        if k == name:
-            return v
-    return None
-
 
 class KafkaEventLog:
     """:class:`~spade_engine.events.log.EventLog` on a Kafka topic per run.
@@ -132,6 +71,8 @@ class KafkaEventLog:
         partitions: partitions of a newly created topic (an existing topic keeps its own).
         connect_timeout_s: how long to wait for the broker before :class:`EventLogError`.
     """
+
+    backend = "kafka"
 
     def __init__(
         self,
@@ -155,7 +96,7 @@ class KafkaEventLog:
         self._index: dict[str, tuple[int, int, str]] = {}
         self._scanned: Cursor = {}
         self._dead_positions: set[tuple[int, int]] | None = None
-        self._admin = _admin(bootstrap, connect_timeout_s)
+        self._admin = admin_client(bootstrap, connect_timeout_s)
         try:
             self._ensure_topics(create, partitions)
         except BaseException:
@@ -186,7 +127,7 @@ class KafkaEventLog:
                     pass  # another process created it meanwhile
                 described = {t["name"]: t for t in self._admin.describe_topics([self.topic, self.dlq_topic])}
         except KafkaError as exc:
-            raise _broker_error(self.bootstrap, exc, f"opening topic {self.topic}") from None
+            raise broker_error(self.bootstrap, exc, f"opening topic {self.topic}") from None
         self.partitions = sorted(p["partition_index"] for p in described[self.topic]["partitions"])
         self._tps = [TopicPartition(self.topic, p) for p in self.partitions]
 
@@ -206,7 +147,7 @@ class KafkaEventLog:
                 **extra,
             )
         except KafkaError as exc:
-            raise _broker_error(self.bootstrap, exc, "connecting a consumer") from None
+            raise broker_error(self.bootstrap, exc, "connecting a consumer") from None
 
     def _producer_(self) -> KafkaProducer:
         if self._producer is None:
@@ -225,7 +166,7 @@ class KafkaEventLog:
             try:
                 self._producer = KafkaProducer(**opts)
             except KafkaError as exc:
-                raise _broker_error(self.bootstrap, exc, "connecting the producer") from None
+                raise broker_error(self.bootstrap, exc, "connecting the producer") from None
         return self._producer
 
     # -- writing -------------------------------------------------------------------------------
@@ -280,7 +221,7 @@ class KafkaEventLog:
                     self._index.setdefault(env.event_id, (md.partition, md.offset, env.type))
                     acked.setdefault(md.partition, []).append(md.offset)
             except KafkaError as exc:
-                raise _broker_error(self.bootstrap, exc, f"appending to {self.topic}") from None
+                raise broker_error(self.bootstrap, exc, f"appending to {self.topic}") from None
             # our own contiguous writes need not be read back by the next index refresh
             for p, offsets in acked.items():
                 pos = self._scanned.get(p)
@@ -300,7 +241,7 @@ class KafkaEventLog:
         try:
             return consumer.end_offsets(self._tps)
         except KafkaError as exc:
-            raise _broker_error(self.bootstrap, exc, f"reading the end offsets of {self.topic}") from None
+            raise broker_error(self.bootstrap, exc, f"reading the end offsets of {self.topic}") from None
 
     def _refresh_index(self) -> None:
         """Index the records written since the last refresh (headers only, values as fallback)."""
@@ -323,8 +264,8 @@ class KafkaEventLog:
                     consumer.pause(tp)
                     self._scanned.setdefault(tp.partition, end[tp])
             for msg in self._consume_until(consumer, end, todo):
-                eid = _header(msg.headers, H_ID)
-                etype = _header(msg.headers, H_TYPE)
+                eid = header(msg.headers, H_ID)
+                etype = header(msg.headers, H_TYPE)
                 if eid is not None and etype is not None:
                     self._index.setdefault(eid.decode(), (msg.partition, msg.offset, etype.decode()))
                 else:
@@ -346,7 +287,7 @@ class KafkaEventLog:
             try:
                 batch = consumer.poll(timeout_ms=500)
             except KafkaError as exc:
-                raise _broker_error(self.bootstrap, exc, f"reading {self.topic}") from None
+                raise broker_error(self.bootstrap, exc, f"reading {self.topic}") from None
             if batch:
                 deadline_idle = time.monotonic() + 120
             for tp, msgs in batch.items():
@@ -386,7 +327,7 @@ class KafkaEventLog:
         try:
             begin = consumer.beginning_offsets(self._tps)
         except KafkaError as exc:
-            raise _broker_error(self.bootstrap, exc, f"reading {self.topic}") from None
+            raise broker_error(self.bootstrap, exc, f"reading {self.topic}") from None
         for tp in self._tps:
             consumer.seek(tp, max(int((cursor or {}).get(tp.partition, 0)), begin[tp]))
 
@@ -429,7 +370,7 @@ class KafkaEventLog:
                 try:
                     batch = consumer.poll(timeout_ms=timeout_ms)
                 except KafkaError as exc:
-                    raise _broker_error(self.bootstrap, exc, f"following {self.topic}") from None
+                    raise broker_error(self.bootstrap, exc, f"following {self.topic}") from None
                 if batch:
                     last_seen = time.monotonic()
                 for msgs in batch.values():
@@ -468,31 +409,37 @@ class KafkaEventLog:
             return result
 
         try:
-            result = _retrying(attempt)
+            result = retrying(attempt)
         except KafkaError as exc:
-            raise _broker_error(self.bootstrap, exc, f"committing offsets of group {group!r}") from None
+            raise broker_error(self.bootstrap, exc, f"committing offsets of group {group!r}") from None
         failed = {tp.partition: err.__name__ for tp, err in result.items() if getattr(err, "errno", 0)}
         if failed:
             raise EventLogError(f"committing offsets of group {group!r} on {self.topic} failed: {failed}")
 
     def committed(self, group: str) -> Cursor:
         try:
-            got = _retrying(lambda: self._admin.list_group_offsets({group: None})).get(group, {})
+            got = retrying(lambda: self._admin.list_group_offsets({group: None})).get(group, {})
         except KafkaError as exc:
-            raise _broker_error(self.bootstrap, exc, f"reading offsets of group {group!r}") from None
+            raise broker_error(self.bootstrap, exc, f"reading offsets of group {group!r}") from None
         return {
             tp.partition: int(om.offset)
             for tp, om in got.items()
             if tp.topic == self.topic and om.offset is not None and om.offset >= 0
         }
 
-    def group_consumer(self, group: str, **options: object):
+    def group_consumer(
+        self, group: str, *, session_timeout_s: float = 10.0, client_id: str = "spade-engine-worker", **options: Any
+    ) -> "KafkaGroupConsumer":
         """Join consumer group ``group`` on this run's topic: a
-        :class:`~spade_engine.events.kafka_group.KafkaGroupConsumer` (partition assignment,
-        rebalance, explicit commits); ``options`` go to its constructor."""
-        from .kafka_group import KafkaGroupConsumer
+        :class:`~spade_engine.events.kafka.group.KafkaGroupConsumer` (partition assignment,
+        rebalance, explicit commits); other ``options`` go to its constructor."""
+        from .group import KafkaGroupConsumer
 
-        return KafkaGroupConsumer(self, group, **options)  # type: ignore[arg-type]
+        return KafkaGroupConsumer(self, group, session_timeout_s=session_timeout_s, client_id=client_id, **options)
+
+    def reopen_args(self) -> dict[str, str]:
+        """What another process needs to open this log (:func:`~spade_engine.events.backends.reopen_log`)."""
+        return {"bootstrap": self.bootstrap, "run_id": self.run_id}
 
     def has_event(self, event_id: str) -> bool:
         """Whether an event with this id is recorded (the id index, brought up to date)."""
@@ -525,15 +472,15 @@ class KafkaEventLog:
             self._producer_().flush()
             fut.get(timeout=self.connect_timeout_s + 120)
         except KafkaError as exc:
-            raise _broker_error(self.bootstrap, exc, f"writing to {self.dlq_topic}") from None
+            raise broker_error(self.bootstrap, exc, f"writing to {self.dlq_topic}") from None
 
     def _dead_letter_record(self, msg, reason: str) -> None:
         with self._lock:
             if self._dead_positions is None:
                 self._dead_positions = set()
                 for m in self._dlq_messages():
-                    p, o = _header(m.headers, "source_partition"), _header(m.headers, "source_offset")
-                    if p is not None and o is not None and _header(m.headers, "source_topic") == self.topic.encode():
+                    p, o = header(m.headers, "source_partition"), header(m.headers, "source_offset")
+                    if p is not None and o is not None and header(m.headers, "source_topic") == self.topic.encode():
                         self._dead_positions.add((int(p), int(o)))
             pos = (msg.partition, msg.offset)
             if pos in self._dead_positions:
@@ -550,7 +497,7 @@ class KafkaEventLog:
             try:
                 end = consumer.end_offsets([tp])
             except KafkaError as exc:
-                raise _broker_error(self.bootstrap, exc, f"reading {self.dlq_topic}") from None
+                raise broker_error(self.bootstrap, exc, f"reading {self.dlq_topic}") from None
             yield from self._consume_until(consumer, end, {tp} if end[tp] > 0 else set())
         finally:
             consumer.close()

@@ -20,10 +20,11 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from .log import Record
+from ..log import Record
+from .topics import broker_error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .kafka_log import KafkaEventLog
+    from .log import KafkaEventLog
 
 __all__ = ["KafkaGroupConsumer"]
 
@@ -34,7 +35,7 @@ class KafkaGroupConsumer:
     """One member of consumer group ``group`` on ``log``'s topic.
 
     Args:
-        log: the run's :class:`~spade_engine.events.kafka_log.KafkaEventLog`.
+        log: the run's :class:`~spade_engine.events.kafka.log.KafkaEventLog`.
         group: the consumer group id (one per role, e.g. ``spade.<run>.validator``).
         session_timeout_s: how long the group waits for a silent member before rebalancing.
         max_records: most records one ``poll`` returns.
@@ -52,8 +53,6 @@ class KafkaGroupConsumer:
         max_poll_interval_s: float = 900.0,
         client_id: str = "spade-engine-worker",
     ):
-        from .kafka_log import _broker_error
-
         self.log = log
         self.group = group
         self._seen: set[str] = set()
@@ -74,17 +73,15 @@ class KafkaGroupConsumer:
             )
             self._consumer.subscribe([log.topic])
         except KafkaError as exc:
-            raise _broker_error(log.bootstrap, exc, f"joining consumer group {group!r}") from None
+            raise broker_error(log.bootstrap, exc, f"joining consumer group {group!r}") from None
 
     def poll(self, timeout: float = 1.0) -> list[Record]:
-        from .kafka_log import _broker_error
-
         try:
             batch = self._consumer.poll(timeout_ms=max(1, int(timeout * 1000)))
         except KafkaError as exc:
             if getattr(exc, "retriable", False):
                 return []
-            raise _broker_error(self.log.bootstrap, exc, f"polling group {self.group!r}") from None
+            raise broker_error(self.log.bootstrap, exc, f"polling group {self.group!r}") from None
         out: list[Record] = []
         for tp in sorted(batch, key=lambda t: t.partition):
             for msg in batch[tp]:

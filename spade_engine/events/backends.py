@@ -1,0 +1,107 @@
+"""The event-log backends by name: the one registry that config, CLI, the run store and the replay
+child all use to open, list and reopen a run's log.
+
+A backend is a subpackage of :mod:`spade_engine.events` (``sqlite``, ``kafka``) whose log class
+implements :class:`~spade_engine.events.log.EventLog`, plus one :class:`LogBackend` entry in
+:data:`BACKENDS`. Modules are imported only when their backend is used, so the Kafka client is
+not loaded for an embedded run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import EventLogError, RunNotFound
+from .log import EventLog
+
+__all__ = ["LogBackend", "BACKENDS", "backend_names", "log_backend", "reopen_log"]
+
+
+@dataclass(frozen=True)
+class LogBackend:
+    """How to open, list and reopen the logs of one backend."""
+
+    name: str
+    #: ``open(run_id, *, data_dir, bootstrap, create, partitions) -> EventLog``
+    open: Callable[..., EventLog]
+    #: ``list_runs(*, data_dir, bootstrap) -> list[str]`` (oldest first)
+    list_runs: Callable[..., list[str]]
+    #: ``reopen(args) -> EventLog`` from a log's :meth:`~EventLog.reopen_args` (another process)
+    reopen: Callable[[Mapping[str, Any]], EventLog]
+    description: str = ""
+
+
+def _sqlite_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
+    from .sqlite.log import LOG_FILENAME, SqliteEventLog
+    from .store import DataDir
+
+    path = DataDir(data_dir).run_dir(run_id) / LOG_FILENAME
+    if not create and not path.exists():
+        raise RunNotFound(f"no run {run_id!r} in {data_dir}")
+    return SqliteEventLog(path, run_id, create=create)
+
+
+def _sqlite_list(*, data_dir: Path, bootstrap: str | None) -> list[str]:
+    from .store import DataDir
+
+    return DataDir(data_dir).runs()
+
+
+def _sqlite_reopen(args: Mapping[str, Any]) -> EventLog:
+    from .sqlite.log import SqliteEventLog
+
+    return SqliteEventLog(args["path"], args["run_id"], create=False)
+
+
+def _kafka_class() -> Any:
+    try:
+        from .kafka.log import KafkaEventLog
+    except ImportError as exc:  # pragma: no cover - depends on installation
+        raise EventLogError(f"the kafka backend is not available: {exc}") from None
+    return KafkaEventLog
+
+
+def _kafka_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
+    if not bootstrap:
+        raise EventLogError("the kafka backend needs --bootstrap HOST:PORT (or SPADE_KAFKA_BOOTSTRAP)")
+    return _kafka_class()(bootstrap, run_id, create=create, partitions=partitions)
+
+
+def _kafka_list(*, data_dir: Path, bootstrap: str | None) -> list[str]:
+    from .kafka.topics import list_kafka_runs
+
+    return list_kafka_runs(bootstrap or "")
+
+
+def _kafka_reopen(args: Mapping[str, Any]) -> EventLog:
+    return _kafka_class()(args["bootstrap"], args["run_id"], create=False)
+
+
+BACKENDS: dict[str, LogBackend] = {
+    b.name: b
+    for b in (
+        LogBackend("sqlite", _sqlite_open, _sqlite_list, _sqlite_reopen, "embedded default: one SQLite file per run"),
+        LogBackend("kafka", _kafka_open, _kafka_list, _kafka_reopen, "Apache Kafka: one topic per run"),
+    )
+}
+
+
+def backend_names() -> list[str]:
+    """Every backend name ``log.backend`` and ``--backend`` accept."""
+    return list(BACKENDS)
+
+
+def log_backend(name: str) -> LogBackend:
+    """The backend registered as ``name``."""
+    found = BACKENDS.get(name)
+    if found is None:
+        raise EventLogError(f"unknown backend {name!r} (expected {' or '.join(BACKENDS)})")
+    return found
+
+
+def reopen_log(backend: str, args: Mapping[str, Any]) -> EventLog:
+    """Open, in this process, the log another process described with ``(log.backend, log.reopen_args())``."""
+    return log_backend(backend).reopen(args)

@@ -1,0 +1,47 @@
+"""The configuration a run recorded about itself: the ``config`` of its first ``RunStarted``.
+
+Every command that needs a run's config (resume, workers, trainer, archive, replay, dashboard,
+audit, retrain) reads it through :func:`recorded_config`, so they all agree: a run that has no
+``RunStarted`` yet has no recorded config (``None``), and a recorded config this engine cannot
+read is always an error, never silently replaced by defaults.
+"""
+
+from __future__ import annotations
+
+from .config import EngineConfig
+from .errors import ConfigError
+from .events.errors import EventError
+from .events.log import EventLog
+
+__all__ = ["recorded_config", "recorded_config_or_default"]
+
+_MARK = b'"type":"RunStarted"'
+
+
+def recorded_config(log: EventLog) -> EngineConfig | None:
+    """The config recorded by the run's first RunStarted; ``None`` when there is none yet.
+
+    Raises :class:`~spade_engine.errors.ConfigError` when the recorded config (or the RunStarted
+    event itself) cannot be read by this engine.
+    """
+    for rec in log.read():
+        if _MARK not in rec.raw:  # canonical JSON: cheap filter before decoding
+            continue
+        try:
+            envelope = rec.envelope
+            if envelope.type != "RunStarted":
+                continue
+            data = envelope.event().config
+        except EventError as exc:
+            raise ConfigError(f"run {log.run_id}: its RunStarted event is unreadable: {exc}") from None
+        try:
+            return EngineConfig.model_validate(data)
+        except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError, or a foreign shape
+            raise ConfigError(f"run {log.run_id}: recorded config is not readable by this engine: {exc}") from None
+    return None
+
+
+def recorded_config_or_default(log: EventLog) -> EngineConfig:
+    """:func:`recorded_config`, or the defaults for a run that has not recorded one yet."""
+    cfg = recorded_config(log)
+    return EngineConfig() if cfg is None else cfg

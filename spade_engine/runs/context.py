@@ -1,0 +1,158 @@
+"""Building a run's stage context: the one place that assembles policy, corpus, sandbox,
+validator, novelty memory and embedder for every driver and role.
+
+The single-process engine (``start``), the designer worker and the group roles (validator,
+rollout, regret) all call :func:`build_context`; :data:`ROLE_NEEDS` says which parts each role
+uses, so a role never loads what it does not need (the regret worker loads no model and starts
+no sandbox). What was opened is closed by :meth:`RunContext.close`, in reverse order.
+
+Memory: the engine feeds the run's live projections (archive, memory, difficulty in the run
+directory) through an embedded runner; workers keep a private in-process memory fed from the log
+(:class:`~spade_engine.engine.worker.MemoryFeed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..config import EngineConfig
+from ..engine.corpus import Corpus
+from ..engine.stages import StageContext
+from ..events.log import EventLog
+from ..policy.protocol import Policy
+from ..policy.registry import make_policy
+
+__all__ = ["Role", "ROLE_NEEDS", "RunContext", "build_context", "quiet_model_loading"]
+
+Role = Literal["engine", "designer", "validator", "rollout", "regret"]
+
+#: the parts of a context each role uses
+ROLE_NEEDS: dict[str, frozenset[str]] = {
+    "engine": frozenset({"policy", "corpus", "sandbox", "validator", "memory", "embedder"}),
+    "designer": frozenset({"policy", "corpus", "memory"}),
+    "validator": frozenset({"sandbox", "validator", "memory", "embedder"}),
+    "rollout": frozenset({"sandbox", "policy"}),
+    "regret": frozenset(),
+}
+
+
+def quiet_model_loading(*, single_thread: bool) -> None:
+    """No progress bars while loading the embedding model; with the procedural policy the small
+    embedding model is the only torch work, so one intra-op thread avoids oversubscribing the
+    cores the sandbox workers use."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+    if single_thread:
+        import torch
+
+        torch.set_num_threads(1)
+
+
+@dataclass
+class RunContext:
+    """A built :class:`StageContext` and what must be closed after it."""
+
+    ctx: StageContext
+    role: str
+    runner: Any = None  # engine: the embedded projection runner feeding the live projections
+    feed: Any = None  # designer/validator workers: the private memory fed from the log
+    closers: list[Callable[[], object]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for fn in reversed(self.closers):
+            with contextlib.suppress(Exception):
+                fn()
+        self.closers.clear()
+
+    def __enter__(self) -> "RunContext":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tokenizer_of(policy: Policy | None) -> Callable[[str], Any] | None:
+    if policy is None or policy.tokenize("a") is None:
+        return None
+    return policy.tokenize
+
+
+def build_context(
+    cfg: EngineConfig,
+    *,
+    role: Role,
+    log: EventLog,
+    run_dir: Path | None = None,
+    policy: Policy | None = None,
+    corpus: Corpus | None = None,
+    memory: bool = True,
+) -> RunContext:
+    """The stage context of ``role`` on ``log`` (see the module docstring).
+
+    Args:
+        policy, corpus: use these instead of building them (the caller keeps ownership).
+        memory: ``False`` turns the novelty memory and embedder off (the engine's
+            ``projections=False``, the validator's ``--no-novelty``).
+        run_dir: the run's directory (the engine's live projections live there).
+    """
+    needs = ROLE_NEEDS[role]
+    built = RunContext(ctx=None, role=role)  # type: ignore[arg-type]
+    try:
+        kw: dict[str, Any] = {}
+        if "policy" in needs and policy is None:
+            policy = make_policy(cfg.policy, band=(cfg.reward.band_low, cfg.reward.band_high))
+            built.closers.append(policy.close)
+        if "corpus" in needs and corpus is None:
+            corpus = Corpus.from_paths(cfg.loop.corpus)
+        if "sandbox" in needs:
+            from ..sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
+
+            pool = SandboxPool(cfg.sandbox)
+            built.closers.append(pool.close)
+            kw.update(pool=pool, sandbox_layers=dict(pool.layers), step_errors=((StepTimeout,), (SandboxCrash, SandboxError)))
+            if "validator" in needs:
+                from ..sandbox.validator import Validator
+
+                kw["validator"] = Validator(pool, turn_limit=cfg.loop.turn_limit)
+        if "memory" in needs and memory:
+            if role == "engine":
+                from ..archive.memory import encode_embedding
+                from ..archive.replay import open_live_projections
+                from ..consumers.runner import EmbeddedRunner
+
+                assert run_dir is not None, "the engine's live projections need the run directory"
+                projs = open_live_projections(run_dir, cfg)
+                built.closers.append(projs.close)
+                built.runner = EmbeddedRunner(log, projs.all, flush_every=200, flush_interval_s=2.0)
+                built.closers.append(built.runner.flush)
+                kw.update(memory=projs.memory, encode_embedding=encode_embedding)
+            else:
+                from ..archive.memory import encode_embedding
+                from ..engine.worker import MemoryFeed
+
+                built.feed = MemoryFeed(log, cfg)
+                built.closers.append(built.feed.close)
+                kw.update(memory=built.feed.memory, encode_embedding=encode_embedding)
+            if "embedder" in needs:
+                from ..archive.embedder import Embedder
+
+                quiet_model_loading(single_thread=role != "engine" or cfg.policy.kind == "procedural")
+                embedder = Embedder(cfg.memory.embedding_model)
+                if role != "engine":
+                    embedder.embed(["warm-up"])  # load the model before joining the group, not on the first input
+                kw.update(embedder=embedder, embedding_model=cfg.memory.embedding_model)
+        built.ctx = StageContext(
+            run_id=log.run_id, cfg=cfg, policy=policy, corpus=corpus, tokenize=_tokenizer_of(policy), **kw  # type: ignore[arg-type]
+        )
+        return built
+    except BaseException:
+        built.close()
+        raise

@@ -1,0 +1,137 @@
+"""Opening a runnable engine for a run: its log, the stage context (:mod:`.context`), the live
+projections and, with ``trainer.enabled``, the in-process trainer.
+
+:func:`open_engine` opens (or creates) a run and returns an :class:`OpenEngine` holding the
+:class:`~spade_engine.engine.loop.Engine` and everything that must be closed after it (sandbox
+pool, projections, log, the run lock). Run selection for ``start`` lives in
+:func:`resolve_start_run`: resume the given run, else the latest unfinished one, else create a
+new run (``new=True`` always creates one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..blobs import BlobStore
+from ..config import EngineConfig
+from ..engine.corpus import Corpus
+from ..engine.loop import Engine, EngineLock
+from ..engine.state import RunState
+from ..errors import ConfigError
+from ..events.errors import RunNotFound
+from ..events.store import DataDir, list_runs, new_run_id, open_event_log, resolve_run
+from ..policy.protocol import Policy
+from ..policy.registry import backend as policy_backend
+from .context import build_context
+
+__all__ = ["resolve_start_run", "open_engine", "OpenEngine", "require_trainable", "make_inprocess_trainer"]
+
+
+def resolve_start_run(
+    run: str | None, *, data_dir: Path, backend: str, bootstrap: str | None, new: bool
+) -> tuple[str, bool]:
+    """``(run_id, create)``: the run ``start`` should drive (see the module docstring)."""
+    if new:
+        return new_run_id(), True
+    if run is not None:
+        return resolve_run(run, data_dir=data_dir, backend=backend, bootstrap=bootstrap), False  # type: ignore[arg-type]
+    try:
+        runs = list_runs(data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+    except RunNotFound:
+        runs = []
+    if runs:
+        latest = runs[-1]
+        log = open_event_log(latest, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+        try:
+            state = RunState.from_log(log)
+        finally:
+            log.close()
+        if state.starts and not state.finished:
+            return latest, False
+    return new_run_id(), True
+
+
+@dataclass
+class OpenEngine:
+    """An engine ready to run, and what to close after it."""
+
+    engine: Engine
+    run_id: str
+    run_dir: Path
+    created: bool
+    closers: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        for fn in reversed(self.closers):
+            with contextlib.suppress(Exception):
+                fn()
+        self.closers.clear()
+
+    def __enter__(self) -> "OpenEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def require_trainable(cfg: EngineConfig) -> None:
+    """``trainer.enabled`` needs a policy with weights (a trainable backend such as transformers
+    or vllm, and a ``policy.model``); the procedural simulation has none, so that is a
+    configuration error."""
+    if cfg.trainer.enabled and (not policy_backend(cfg.policy.kind).trainable or not cfg.policy.model):
+        raise ConfigError(
+            "trainer.enabled needs a model to train: set policy.kind = \"transformers\" and policy.model "
+            "(or pass --model); the procedural policy is a simulation without weights"
+        )
+
+
+def make_inprocess_trainer(cfg: EngineConfig, log: Any, blobs: BlobStore) -> Any:
+    """The trainer of ``trainer.enabled``: trains the run's own model between environments.
+
+    It needs a policy with weights (see :func:`require_trainable`)."""
+    require_trainable(cfg)
+    from ..trainer.loop import Trainer
+
+    return Trainer(log, blobs=blobs, config=cfg.trainer, base_model=cfg.policy.model, temperature=cfg.policy.generation.temperature)
+
+
+def open_engine(
+    cfg: EngineConfig,
+    *,
+    run_id: str,
+    data_dir: Path,
+    create: bool,
+    policy: Policy | None = None,
+    corpus: Corpus | None = None,
+    projections: bool = True,
+    parent_run_id: str | None = None,
+) -> OpenEngine:
+    """Open the run's log, sandbox pool, validator, memory and projections, and build the engine."""
+    require_trainable(cfg)
+    closers: list[Any] = []
+    try:
+        run_dir = DataDir(data_dir).run_dir(run_id)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = EngineLock(run_dir).acquire()
+        closers.append(lock.release)
+        log = open_event_log(
+            run_id, data_dir=data_dir, backend=cfg.log.backend, bootstrap=cfg.log.bootstrap, create=create,
+            partitions=cfg.log.partitions,
+        )
+        closers.append(log.close)
+        built = build_context(cfg, role="engine", log=log, run_dir=run_dir, policy=policy, corpus=corpus, memory=projections)
+        closers.append(built.close)
+        blobs = BlobStore(DataDir(data_dir).blobs_dir)
+        engine = Engine(
+            log=log, cfg=cfg, ctx=built.ctx, runner=built.runner, blobs=blobs, parent_run_id=parent_run_id,
+            trainer=make_inprocess_trainer(cfg, log, blobs) if cfg.trainer.enabled else None,
+        )
+        return OpenEngine(engine=engine, run_id=run_id, run_dir=run_dir, created=create, closers=closers)
+    except BaseException:
+        for fn in reversed(closers):
+            with contextlib.suppress(Exception):
+                fn()
+        raise
