@@ -42,7 +42,7 @@ from spade_engine import __version__  # noqa: E402
 from spade_engine.config import load_config  # noqa: E402
 from spade_engine.devtools.kafka_broker import KafkaBroker  # noqa: E402
 from spade_engine.engine.corpus import Corpus  # noqa: E402
-from spade_engine.engine.loop import new_env  # noqa: E402
+from spade_engine.engine.pipeline import new_env  # noqa: E402
 from spade_engine.policy.registry import make_policy  # noqa: E402
 from spade_engine.engine.stages import StageContext  # noqa: E402
 from spade_engine.engine.state import RunState  # noqa: E402

@@ -31,8 +31,8 @@ from spade_engine.engine.worker import (
     ValidatorWorker,
     WorkerStats,
     group_for,
-    output_event_id,
 )
+from spade_engine.engine.pipeline import output_event_id
 from spade_engine.events.errors import EventLogError
 from spade_engine.events.sqlite.log import SqliteEventLog
 from spade_engine.events.store import new_run_id

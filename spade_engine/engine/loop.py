@@ -8,8 +8,10 @@ exist or it is told to stop. Every stage output is appended as soon as it exists
 play), and a stage runs only when the log lacks its output, so a crash anywhere loses at most the
 work in flight and never duplicates a recorded event.
 
-Environment ids are ``<run suffix>-e<index>`` for first proposals and ``...-r<n>`` for the n-th
-repair. Projections (memory, archive) are fed from the log by an embedded runner after each
+Which stage comes next, and what each stage reads and writes, is the stage table of
+:mod:`.pipeline` (shared with the distributed workers). Environment ids are ``<run suffix>-e<index>``
+for first proposals and ``...-r<n>`` for the n-th repair; every stage output has a deterministic
+event id, so an output recorded before a crash is never recorded twice. Projections (memory, archive) are fed from the log by an embedded runner after each
 append, so the designer's memory and the novelty check see every earlier environment.
 
 The engine only uses the :class:`~spade_engine.events.log.EventLog` protocol, so it runs on the
@@ -34,24 +36,16 @@ from ..events.catalogue import EventPayload, RunStarted, RunStopped
 from ..events.codec import make_envelope
 from ..events.log import EventLog
 from . import stages
+from .pipeline import load_latest_policy, new_env, next_stage, output_event_id, run_stage
 from .state import EnvState, RunState
 
-__all__ = [
-    "Engine", "EngineLock", "env_id_for", "RunAlreadyActive", "next_stage", "missing_plays", "new_env", "run_stage",
-    "load_latest_policy",
-]
+__all__ = ["Engine", "EngineLock", "RunAlreadyActive"]
 
 PRODUCER = "engine"
 
 
 class RunAlreadyActive(SpadeError):
     """Another engine process is running this run in this data directory."""
-
-
-def env_id_for(run_id: str, index: int, attempt: int = 0) -> str:
-    """Deterministic environment id of slot ``index`` (and repair ``attempt``) of a run."""
-    base = f"{run_id[-6:]}-e{index:05d}"
-    return base if attempt == 0 else f"{base}-r{attempt}"
 
 
 class EngineLock:
@@ -130,7 +124,13 @@ class Engine:
         return self.log.run_id
 
     def _append(self, payload: EventPayload, causation_id: str | None = None) -> str:
-        env = make_envelope(payload, run_id=self.run_id, producer=PRODUCER, causation_id=causation_id)
+        """Append one event: stage outputs get their deterministic id (:func:`.pipeline.output_event_id`),
+        run-level lifecycle events (RunStarted, RunStopped: one per start) a fresh one."""
+        lifecycle = isinstance(payload, (RunStarted, RunStopped))
+        env = make_envelope(
+            payload, run_id=self.run_id, producer=PRODUCER, causation_id=causation_id,
+            event_id=None if lifecycle else output_event_id(self.run_id, payload),
+        )
         self.log.append([env])
         self.appended += 1
         self._refresh()
@@ -223,9 +223,6 @@ class Engine:
     def _next_stage(self, st: EnvState) -> str | None:
         return next_stage(self.cfg, st)
 
-    def _missing_plays(self, st: EnvState) -> list:
-        return missing_plays(self.cfg, st)
-
     # -- stages --------------------------------------------------------------------------------
 
     def _new_env(self, index: int) -> None:
@@ -249,99 +246,3 @@ class Engine:
 
     def _maybe_load_policy(self) -> None:
         load_latest_policy(self.ctx.policy, self.state, self.blobs)
-
-
-# -- the per-stage code shared by the loop and the distributed workers (engine/worker.py) -------
-
-Emit = Callable[[EventPayload, "str | None"], object]
-"""Records one stage output: ``emit(payload, causation_id)``."""
-
-
-def next_stage(cfg: EngineConfig, st: EnvState) -> str | None:
-    """The stage environment ``st`` needs next: validate, repair, hint, play, regret, or None."""
-    if st.regret is not None:
-        return None
-    if st.validated is None:
-        return "validate"
-    if st.repairable:
-        if st.repaired_by is None and st.proposed.attempt < cfg.loop.max_repairs:  # type: ignore[union-attr]
-            return "repair"
-        return None
-    if not st.accepted:
-        return None
-    if st.hint is None:
-        return "hint"
-    if missing_plays(cfg, st):
-        return "play"
-    return "regret"
-
-
-def missing_plays(cfg: EngineConfig, st: EnvState) -> list:
-    """The play specs of ``st`` not yet recorded."""
-    k = cfg.loop.plays_per_env
-    return [s for s in stages.play_specs(cfg.seed, st.env_id, k) if (s.hinted, s.index) not in st.plays]
-
-
-def new_env(ctx: stages.StageContext, state: RunState, index: int) -> EventPayload:
-    """The EnvironmentProposed of new slot ``index`` (guided by the estimates in ``state``)."""
-    return stages.propose(
-        ctx, env_id=env_id_for(state.run_id, index), index=index, skill_history=state.skill_history,
-        recent_env=state.recent_accepted,
-    )
-
-
-def run_stage(
-    ctx: stages.StageContext,
-    state: RunState,
-    st: EnvState,
-    stage: str,
-    emit: Emit,
-    *,
-    should_stop: Callable[[], bool] = lambda: False,
-) -> None:
-    """Run ``stage`` for environment ``st`` and ``emit`` its outputs (one per play for plays)."""
-    p = st.proposed
-    assert p is not None
-    cfg = ctx.cfg
-    if stage == "validate":
-        emit(stages.validate(ctx, p), st.proposed_id)
-    elif stage == "repair":
-        env_id = env_id_for(state.run_id, _index_of(p.env_id), p.attempt + 1)
-        payload = stages.propose_repair(
-            ctx, env_id=env_id, failed=p, verdict=st.validated, skill_history=state.skill_history  # type: ignore[arg-type]
-        )
-        emit(payload, st.validated_id)
-    elif stage == "hint":
-        emit(stages.write_hint(ctx, p), st.validated_id)
-    elif stage == "play":
-        hint_id = st.hint_id
-        stages.play(
-            ctx, p, st.hint, missing_plays(cfg, st), on_done=lambda payload: emit(payload, hint_id),  # type: ignore[arg-type]
-            should_stop=should_stop,
-        )
-    elif stage == "regret":
-        plays = [st.plays[key] for key in sorted(st.plays)]
-        emit(stages.estimate_regret(p, plays, cfg.reward), st.hint_id)
-    else:
-        raise ValueError(f"unknown stage {stage!r}")
-
-
-def load_latest_policy(policy: Any, state: RunState, blobs: BlobStore | None) -> bool:
-    """Switch ``policy`` to the newest PolicyUpdated version in ``state`` (from the trainer);
-    return whether it changed."""
-    if not state.policy_updates:
-        return False
-    latest = state.policy_updates[-1]
-    if latest.version == policy.version:
-        return False
-    path = None
-    if latest.checkpoint is not None and blobs is not None:
-        path = str(blobs.resolve(latest.checkpoint))
-    policy.load_version(latest.version, path)
-    return True
-
-
-def _index_of(env_id: str) -> int:
-    part = env_id.split("-e", 1)[1]
-    return int(part.split("-", 1)[0])
-

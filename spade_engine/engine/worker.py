@@ -16,17 +16,18 @@
 * ``consumers``: the projections (archive, memory, difficulty, statistics): the faust driver on
   Kafka, the embedded runner on SQLite. ``trainer``: the replay-driven trainer in follow mode.
 
-Every role calls the same per-stage code as the single-process loop (:func:`.loop.run_stage`,
-:func:`.loop.next_stage`, :func:`.loop.new_env`), so ``start`` and the workers make the same
-decisions from the same events.
+Every role calls the same per-stage code as the single-process loop: the stage table of
+:mod:`.pipeline` (:func:`~.pipeline.next_stage`, :func:`~.pipeline.run_stage`,
+:func:`~.pipeline.new_env`; a group role's inputs are :func:`~.pipeline.role_inputs`), so
+``start`` and the workers make the same decisions from the same events.
 
 Never twice, nothing lost: the group roles read their input through a consumer group
 (:mod:`spade_engine.events.group`); an environment's events share a partition, so one member of
 a group handles a given environment. A member commits an input only after its outputs were
 appended (and acknowledged by the broker). If it dies in between, the input is re-delivered to the
 member that takes over its partition, which first folds the log and skips the stages whose
-outputs are already recorded. Outputs carry deterministic event ids (:func:`output_event_id`,
-a uuid5 of run, type, environment and play slot), so even a stage that is re-run (a member
+outputs are already recorded. Outputs carry deterministic event ids (:func:`~.pipeline.output_event_id`,
+a uuid5 of run, type, environment and play slot, the same in the single-process loop), so even a stage that is re-run (a member
 killed after appending, before committing) appends nothing new: the log is idempotent on event id.
 """
 
@@ -37,24 +38,23 @@ import socket
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..blobs import BlobStore
 from ..config import EngineConfig
 from ..errors import SpadeError
-from ..events.catalogue import EventPayload, RolloutCompleted, RunStopped
+from ..events.catalogue import EventPayload, RunStopped
 from ..events.codec import make_envelope
 from ..events.log import EventLog, Record
 from . import stages
-from .loop import Engine, load_latest_policy, new_env, next_stage, run_stage
+from .loop import Engine
+from .pipeline import STAGES, load_latest_policy, new_env, next_stage, output_event_id, role_inputs, run_stage
 from .state import EnvState, RunState
 
 __all__ = [
     "ROLES",
     "GROUP_ROLES",
-    "output_event_id",
     "group_for",
     "Emitter",
     "WorkerStats",
@@ -68,15 +68,6 @@ __all__ = [
 
 ROLES = ("designer", "validator", "rollout", "regret", "consumers", "trainer")
 GROUP_ROLES = ("validator", "rollout", "regret")
-_NS = uuid.UUID("5f0c7a52-8d7e-4b7e-9a53-2f4a1f5b7d10")
-
-
-def output_event_id(run_id: str, payload: EventPayload) -> str:
-    """The deterministic event id of a stage output: one per (run, type, environment, play slot)."""
-    parts = [run_id, payload.TYPE, str(getattr(payload, "env_id", ""))]
-    if isinstance(payload, RolloutCompleted):
-        parts += ["hinted" if payload.hinted else "plain", str(payload.index)]
-    return str(uuid.uuid5(_NS, "/".join(parts)))
 
 
 def group_for(run_id: str, role: str) -> str:
@@ -194,6 +185,10 @@ class GroupWorker:
         """Process one input; return False when stopped before its outputs were all recorded."""
         raise NotImplementedError
 
+    def _mine(self, stage: str | None) -> bool:
+        """Whether ``stage`` is one this role runs (the stage table's ``role``)."""
+        return stage is not None and STAGES[stage].role == self.role
+
     def _env(self, env_id: str) -> EnvState:
         self.view.refresh(self.log)
         return self.view.env(env_id)
@@ -243,7 +238,7 @@ class ValidatorWorker(GroupWorker):
     """EnvironmentProposed -> EnvironmentValidated (sandbox + novelty)."""
 
     role: str = "validator"
-    inputs: tuple[str, ...] = ("EnvironmentProposed",)
+    inputs: tuple[str, ...] = role_inputs("validator")
     feed: MemoryFeed | None = None
 
     def handle(self, rec: Record) -> bool:
@@ -279,7 +274,7 @@ class RolloutWorker(GroupWorker):
     """Accepted EnvironmentValidated -> HintWritten + the plays that are not recorded yet."""
 
     role: str = "rollout"
-    inputs: tuple[str, ...] = ("EnvironmentValidated",)
+    inputs: tuple[str, ...] = role_inputs("rollout")
 
     def handle(self, rec: Record) -> bool:
         validated = rec.envelope.event()
@@ -288,12 +283,12 @@ class RolloutWorker(GroupWorker):
         st = self._env(validated.env_id)
         load_latest_policy(self.ctx.policy, self.view, self.blobs)
         stage = next_stage(self.cfg, st)
-        if stage not in ("hint", "play"):
+        if not self._mine(stage):
             self.stats.skipped += 1
             return True
-        while stage in ("hint", "play"):
-            run_stage(self.ctx, self.view, st, stage, self.emit, should_stop=self.stop_event.is_set)
-            if self.stop_event.is_set() and next_stage(self.cfg, st) in ("hint", "play"):
+        while self._mine(stage):
+            run_stage(self.ctx, self.view, st, stage, self.emit, should_stop=self.stop_event.is_set)  # type: ignore[arg-type]
+            if self.stop_event.is_set() and self._mine(next_stage(self.cfg, st)):
                 return False
             stage = next_stage(self.cfg, st)
         self.stats.inputs += 1
@@ -306,7 +301,7 @@ class RegretWorker(GroupWorker):
     """RolloutCompleted -> RegretEstimated once every play of the environment is recorded."""
 
     role: str = "regret"
-    inputs: tuple[str, ...] = ("RolloutCompleted",)
+    inputs: tuple[str, ...] = role_inputs("regret")
 
     def handle(self, rec: Record) -> bool:
         play = rec.envelope.event()

@@ -67,7 +67,8 @@ def retrain_run(
     on_env: Callable[[int, str], None] | None = None,
 ) -> RetrainResult:
     """Replay ``old_log``'s curriculum with a fresh ``model`` into a new run (see module docstring)."""
-    from ..engine.loop import Engine, env_id_for
+    from ..engine.loop import Engine
+    from ..engine.pipeline import env_id_for
     from .engine import open_engine
 
     curriculum = recorded_curriculum(old_log)

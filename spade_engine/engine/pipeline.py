@@ -1,0 +1,216 @@
+"""The stage table: what each stage of an environment reads and writes, which role runs it, which
+stage an environment needs next, and the deterministic ids of stage outputs.
+
+Both drivers use this table: the single-process loop (:mod:`.loop`) runs whatever
+:func:`next_stage` says for the first unfinished environment; each distributed role
+(:mod:`.worker`) reads :func:`role_inputs` from its consumer group and runs its stages. So the two
+make the same decisions from the same events, and an output appended twice (a worker killed after
+its append, before its commit; an engine restarted mid-stage) is recorded once, because its event
+id is a function of (run, type, environment, play slot) only (:func:`output_event_id`).
+
+Stages of one environment, in order::
+
+    validate  EnvironmentProposed  -> EnvironmentValidated   (validator)
+    repair    EnvironmentValidated -> EnvironmentProposed    (designer; invalid ones, up to loop.max_repairs)
+    hint      EnvironmentValidated -> HintWritten            (rollout; accepted ones)
+    play      HintWritten          -> RolloutCompleted x 2k  (rollout)
+    regret    RolloutCompleted     -> RegretEstimated        (regret; once all 2k plays are in)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import EngineConfig
+from ..events.catalogue import (
+    EnvironmentProposed,
+    EnvironmentValidated,
+    EventPayload,
+    HintWritten,
+    RegretEstimated,
+    RolloutCompleted,
+)
+from . import stages
+from .state import EnvState, RunState
+
+__all__ = [
+    "Emit",
+    "Stage",
+    "STAGES",
+    "role_inputs",
+    "env_id_for",
+    "output_event_id",
+    "next_stage",
+    "missing_plays",
+    "new_env",
+    "run_stage",
+    "load_latest_policy",
+]
+
+Emit = Callable[[EventPayload, "str | None"], object]
+"""Records one stage output: ``emit(payload, causation_id)``."""
+
+_NS = uuid.UUID("5f0c7a52-8d7e-4b7e-9a53-2f4a1f5b7d10")
+
+
+def env_id_for(run_id: str, index: int, attempt: int = 0) -> str:
+    """Deterministic environment id of slot ``index`` (and repair ``attempt``) of a run."""
+    base = f"{run_id[-6:]}-e{index:05d}"
+    return base if attempt == 0 else f"{base}-r{attempt}"
+
+
+def _index_of(env_id: str) -> int:
+    part = env_id.split("-e", 1)[1]
+    return int(part.split("-", 1)[0])
+
+
+def output_event_id(run_id: str, payload: EventPayload) -> str:
+    """The deterministic event id of a stage output: one per (run, type, environment, play slot)."""
+    parts = [run_id, payload.TYPE, str(getattr(payload, "env_id", ""))]
+    if isinstance(payload, RolloutCompleted):
+        parts += ["hinted" if payload.hinted else "plain", str(payload.index)]
+    return str(uuid.uuid5(_NS, "/".join(parts)))
+
+
+# -- the handlers ---------------------------------------------------------------------------------
+
+
+def _validate(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
+    emit(stages.validate(ctx, st.proposed), st.proposed_id)  # type: ignore[arg-type]
+
+
+def _repair(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
+    p = st.proposed
+    assert p is not None
+    env_id = env_id_for(state.run_id, _index_of(p.env_id), p.attempt + 1)
+    payload = stages.propose_repair(
+        ctx, env_id=env_id, failed=p, verdict=st.validated, skill_history=state.skill_history  # type: ignore[arg-type]
+    )
+    emit(payload, st.validated_id)
+
+
+def _hint(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
+    emit(stages.write_hint(ctx, st.proposed), st.validated_id)  # type: ignore[arg-type]
+
+
+def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
+    hint_id = st.hint_id
+    stages.play(
+        ctx, st.proposed, st.hint, missing_plays(ctx.cfg, st), on_done=lambda payload: emit(payload, hint_id),  # type: ignore[arg-type]
+        should_stop=should_stop,
+    )
+
+
+def _regret(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
+    plays = [st.plays[key] for key in sorted(st.plays)]
+    emit(stages.estimate_regret(st.proposed, plays, ctx.cfg.reward), st.hint_id)  # type: ignore[arg-type]
+
+
+Handler = Callable[[stages.StageContext, RunState, EnvState, Emit, Callable[[], bool]], None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: the event that makes it runnable, what it appends, and the role that runs it."""
+
+    name: str
+    input_event: str
+    outputs: tuple[str, ...]
+    role: str
+    handler: Handler
+
+
+STAGES: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage("validate", EnvironmentProposed.TYPE, (EnvironmentValidated.TYPE,), "validator", _validate),
+        Stage("repair", EnvironmentValidated.TYPE, (EnvironmentProposed.TYPE,), "designer", _repair),
+        Stage("hint", EnvironmentValidated.TYPE, (HintWritten.TYPE,), "rollout", _hint),
+        Stage("play", HintWritten.TYPE, (RolloutCompleted.TYPE,), "rollout", _play),
+        Stage("regret", RolloutCompleted.TYPE, (RegretEstimated.TYPE,), "regret", _regret),
+    )
+}
+
+
+def role_inputs(role: str) -> tuple[str, ...]:
+    """The event types a role's consumer group must handle: the inputs of its stages that the
+    role does not produce itself (the rollout role writes the hint its plays start from)."""
+    own = [s for s in STAGES.values() if s.role == role]
+    produced = {t for s in own for t in s.outputs}
+    out: list[str] = []
+    for s in own:
+        if s.input_event not in produced and s.input_event not in out:
+            out.append(s.input_event)
+    return tuple(out)
+
+
+# -- decisions ------------------------------------------------------------------------------------
+
+
+def next_stage(cfg: EngineConfig, st: EnvState) -> str | None:
+    """The stage environment ``st`` needs next (a key of :data:`STAGES`), or None when done."""
+    if st.regret is not None:
+        return None
+    if st.validated is None:
+        return "validate"
+    if st.repairable:
+        if st.repaired_by is None and st.proposed.attempt < cfg.loop.max_repairs:  # type: ignore[union-attr]
+            return "repair"
+        return None
+    if not st.accepted:
+        return None
+    if st.hint is None:
+        return "hint"
+    if missing_plays(cfg, st):
+        return "play"
+    return "regret"
+
+
+def missing_plays(cfg: EngineConfig, st: EnvState) -> list:
+    """The play specs of ``st`` not yet recorded."""
+    k = cfg.loop.plays_per_env
+    return [s for s in stages.play_specs(cfg.seed, st.env_id, k) if (s.hinted, s.index) not in st.plays]
+
+
+def new_env(ctx: stages.StageContext, state: RunState, index: int) -> EventPayload:
+    """The EnvironmentProposed of new slot ``index`` (guided by the estimates in ``state``)."""
+    return stages.propose(
+        ctx, env_id=env_id_for(state.run_id, index), index=index, skill_history=state.skill_history,
+        recent_env=state.recent_accepted,
+    )
+
+
+def run_stage(
+    ctx: stages.StageContext,
+    state: RunState,
+    st: EnvState,
+    stage: str,
+    emit: Emit,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> None:
+    """Run ``stage`` for environment ``st`` and ``emit`` its outputs (one per play for plays)."""
+    assert st.proposed is not None
+    try:
+        handler = STAGES[stage].handler
+    except KeyError:
+        raise ValueError(f"unknown stage {stage!r}") from None
+    handler(ctx, state, st, emit, should_stop)
+
+
+def load_latest_policy(policy: Any, state: RunState, blobs: Any) -> bool:
+    """Switch ``policy`` to the newest PolicyUpdated version in ``state`` (from the trainer);
+    return whether it changed."""
+    if not state.policy_updates:
+        return False
+    latest = state.policy_updates[-1]
+    if latest.version == policy.version:
+        return False
+    path = None
+    if latest.checkpoint is not None and blobs is not None:
+        path = str(blobs.resolve(latest.checkpoint))
+    policy.load_version(latest.version, path)
+    return True
