@@ -13,13 +13,13 @@ from spade_engine.engine import regret as R
 from spade_engine.engine.corpus import Corpus, CorpusError, bundled_corpus, load_documents, truncate_tokens
 from spade_engine.engine.designer import (
     SKILLS,
-    MemoryExamplesView,
     declared_difficulty,
     designer_messages,
     extract_code,
     novelty_text,
     repair_messages,
 )
+from spade_engine.archive.examples import MemoryExamples
 from spade_engine.engine.hints import clean_hint, hint_messages
 from spade_engine.policy.protocol import Policy, PolicyRequest
 from spade_engine.policy.procedural import ProceduralPolicy, adapt_difficulty
@@ -125,7 +125,9 @@ def test_designer_reward_variants():
 
 
 def test_center_by_skill():
-    out = R.center_by_skill([("a", 1.0), ("a", 0.0), ("b", 0.4)], scale=2.0)
+    from spade_engine.trainer.losses import centre_per_skill  # the one per-skill centring (was a test-only copy here)
+
+    out = centre_per_skill([1.0, 0.0, 0.4], ["a", "a", "b"], scale=2.0)
     assert out == [1.0, -1.0, 0.0]
 
 
@@ -160,7 +162,7 @@ def test_parse_boxed():
 
 
 def test_designer_prompt_has_contract_skill_document_and_examples():
-    ex = MemoryExamplesView(
+    ex = MemoryExamples(
         frontier=[{"env_id": "p1", "code": "class GoodEnv: pass", "win_rate_plain": 0.5, "regret": 0.4}],
         negatives=[{"env_id": "n1", "code": "class EasyEnv: pass", "win_rate_plain": 1.0, "regret": 0.0}],
         neighbours=[{"env_id": "z9", "code": "class NearEnv: pass"}],

@@ -25,7 +25,6 @@ import math
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from ..config import MemoryConfig
 from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, RegretEstimated
 from ..events.log import Cursor, Record
 from .embedder import DIMENSION, EmbeddingError
+from .examples import MemoryExamples
 from .records import Skipped, decode_record, irrelevant
 
 __all__ = ["EnvironmentMemory", "MemoryExamples", "encode_embedding", "decode_embedding", "MEMORY_DIRNAME"]
@@ -80,16 +80,6 @@ def decode_embedding(text: str, dim: int | None = DIMENSION) -> np.ndarray:
     if not np.all(np.isfinite(vec)):
         raise EmbeddingError("embedding holds non-finite values")
     return vec
-
-
-@dataclass
-class MemoryExamples:
-    """What the designer is shown: each a list of entry dicts (env_id, skill, code, win rates,
-    regret...); neighbours carry ``similarity``, negatives a ``reason`` (too easy / too hard)."""
-
-    frontier: list[dict[str, Any]] = field(default_factory=list)
-    negatives: list[dict[str, Any]] = field(default_factory=list)
-    neighbours: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

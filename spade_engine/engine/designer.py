@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from ..archive.examples import MemoryExamples
 
 __all__ = [
     "SKILLS",
     "Skill",
     "difficulty_label",
-    "MemoryExamplesView",
     "designer_messages",
     "repair_messages",
     "extract_code",
@@ -98,37 +98,6 @@ DESIGNER_SYSTEM_PROMPT = (
 )
 
 
-@dataclass(frozen=True)
-class MemoryExamplesView:
-    """Memory examples shown to the designer (dicts with env_id, skill, code, win_rate_plain,
-    regret), as returned by the archive's ``EnvironmentMemory.examples``."""
-
-    frontier: list[dict[str, Any]] = field(default_factory=list)
-    negatives: list[dict[str, Any]] = field(default_factory=list)
-    neighbours: list[dict[str, Any]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, examples: Any) -> "MemoryExamplesView":
-        if examples is None:
-            return cls()
-        if isinstance(examples, cls):
-            return examples
-        return cls(
-            frontier=list(getattr(examples, "frontier", []) or []),
-            negatives=list(getattr(examples, "negatives", []) or []),
-            neighbours=list(getattr(examples, "neighbours", []) or []),
-        )
-
-    @property
-    def parents(self) -> list[str]:
-        """Lineage: the env ids shown as positive and negative examples."""
-        return [str(e["env_id"]) for e in [*self.frontier, *self.negatives]]
-
-    @property
-    def avoid(self) -> list[str]:
-        return [str(e["env_id"]) for e in self.neighbours]
-
-
 def _clip_code(code: str, limit: int = 1800) -> str:
     return code if len(code) <= limit else code[:limit] + "\n# ... (truncated)"
 
@@ -138,7 +107,7 @@ def _class_names(code: str) -> str:
     return ", ".join(names) or "(no class)"
 
 
-def _examples_text(ex: MemoryExamplesView) -> str:
+def _examples_text(ex: MemoryExamples) -> str:
     parts = []
     for e in ex.frontier:
         parts.append(
@@ -164,7 +133,7 @@ def designer_messages(
     skill: str,
     difficulty: float,
     document_text: str,
-    examples: MemoryExamplesView | None = None,
+    examples: MemoryExamples | None = None,
 ) -> list[dict[str, str]]:
     """The chat messages asking the designer for one environment."""
     info = SKILLS.get(skill)
@@ -177,7 +146,7 @@ def designer_messages(
         f"<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>\n\n"
         f"{INTERACTIVE_SPEC}\n\n"
     )
-    ex_text = _examples_text(examples or MemoryExamplesView())
+    ex_text = _examples_text(examples or MemoryExamples())
     if ex_text:
         user += ex_text + "\n\n"
     user += (

@@ -1,11 +1,11 @@
-"""Regret and designer reward: pure functions of recorded play rewards (DESIGN.md).
+"""Regret and designer reward: pure functions of recorded play rewards.
 
 * episode reward: the last step's reward clipped to [-1, 1] if the episode terminated, else 0;
 * a play is *won* when its episode reward reaches 1.0 (solved); the win rate is the share of won
   plays;
 * regret = mean(hinted rewards) - mean(plain rewards), floored at 0;
-* designer reward variants (before per-skill centring, which the trainer applies with
-  :func:`center_by_skill`):
+* designer reward variants (:data:`VARIANTS`; before the per-skill centring the trainer applies
+  with :func:`spade_engine.trainer.losses.centre_per_skill`):
 
   - ``blend`` (default): ``0.4 * clip(regret / 0.15, 0, 1) + 0.6 * plateau(win_rate)``, where
     ``plateau`` is 1 for a win rate in [0.4, 0.6] and falls linearly to 0 at <= 0.15 and >= 0.85;
@@ -23,8 +23,7 @@ Nothing here reads clocks or random state: replaying the log reproduces every nu
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..config import RewardConfig
@@ -39,7 +38,7 @@ __all__ = [
     "designer_reward",
     "RegretResult",
     "estimate",
-    "center_by_skill",
+    "VARIANTS",
     "in_band",
 ]
 
@@ -89,6 +88,36 @@ def in_band(w: float, low: float = 0.4, high: float = 0.6) -> bool:
     return low <= w <= high
 
 
+def _blend(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
+    """``0.4 * clip(regret / regret_scale, 0, 1) + 0.6 * plateau(win_rate)``."""
+    p = plateau(win_rate_plain, cfg.band_low, cfg.band_high)
+    return 0.4 * min(1.0, max(0.0, regret_value / cfg.regret_scale)) + 0.6 * p
+
+
+def _solve_rate(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
+    """``plateau(win_rate)``."""
+    return plateau(win_rate_plain, cfg.band_low, cfg.band_high)
+
+
+def _regret_only(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
+    """``regret``."""
+    return float(regret_value)
+
+
+def _learning_potential(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
+    """``4 * p * (1 - p)`` with ``p`` the plain win rate."""
+    return 4.0 * win_rate_plain * (1.0 - win_rate_plain)
+
+
+#: every designer reward variant: ``reward.variant`` -> ``f(regret, plain win rate, cfg)``
+VARIANTS: dict[str, Callable[[float, float, RewardConfig], float]] = {
+    "blend": _blend,
+    "solve_rate": _solve_rate,
+    "regret": _regret_only,
+    "learning_potential": _learning_potential,
+}
+
+
 def designer_reward(
     regret_value: float,
     win_rate_plain: float,
@@ -97,20 +126,14 @@ def designer_reward(
     step_timeouts: int = 0,
     cfg: RewardConfig | None = None,
 ) -> float:
-    """The designer's reward for one environment (see the module docstring)."""
+    """The designer's reward for one environment (see the module docstring and :data:`VARIANTS`)."""
     cfg = cfg or RewardConfig()
+    fn = VARIANTS.get(variant)
+    if fn is None:
+        raise ValueError(f"unknown designer reward variant {variant!r} (expected one of {', '.join(VARIANTS)})")
     if step_timeouts > 0:
         return float(cfg.step_timeout_penalty)
-    p = plateau(win_rate_plain, cfg.band_low, cfg.band_high)
-    if variant == "blend":
-        return 0.4 * min(1.0, max(0.0, regret_value / cfg.regret_scale)) + 0.6 * p
-    if variant == "solve_rate":
-        return p
-    if variant == "regret":
-        return float(regret_value)
-    if variant == "learning_potential":
-        return 4.0 * win_rate_plain * (1.0 - win_rate_plain)
-    raise ValueError(f"unknown designer reward variant {variant!r}")
+    return float(fn(regret_value, win_rate_plain, cfg))
 
 
 @dataclass(frozen=True)
@@ -148,16 +171,3 @@ def estimate(
         variant=cfg.variant,
         step_timeouts=step_timeouts,
     )
-
-
-def center_by_skill(items: Sequence[tuple[str, float]], scale: float = 1.0) -> list[float]:
-    """Per-skill centring for the trainer: each reward minus the mean reward of its skill.
-
-    ``items`` are ``(skill, designer_reward)`` pairs of one batch; the result is in the same order,
-    multiplied by ``scale``.
-    """
-    groups: dict[str, list[float]] = defaultdict(list)
-    for skill, r in items:
-        groups[skill].append(r)
-    means = {s: mean(v) for s, v in groups.items()}
-    return [(r - means[s]) * scale for s, r in items]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..events.catalogue import RolloutCompleted, Turn
-from ..policy.protocol import Policy, PolicyRequest, Sample
+from ..policy.protocol import PolicyRequest, Sample
 from .regret import episode_reward
 
 __all__ = [
@@ -125,7 +125,8 @@ def play_episodes(
     env_id: str,
     specs: Sequence[PlaySpec],
     open_session: SessionFactory,
-    policy: Policy,
+    generate: Callable[[list[PolicyRequest]], list[Sample]],
+    policy_version: str,
     hint: str | None,
     turn_limit: int,
     context: dict[str, Any] | None = None,
@@ -149,7 +150,8 @@ def play_episodes(
                 break
             out.extend(
                 play_episodes(
-                    env_id=env_id, specs=specs[i : i + concurrency], open_session=open_session, policy=policy,
+                    env_id=env_id, specs=specs[i : i + concurrency], open_session=open_session, generate=generate,
+                    policy_version=policy_version,
                     hint=hint, turn_limit=turn_limit, context=context, timeout_errors=timeout_errors,
                     crash_errors=crash_errors, on_done=on_done, should_stop=should_stop,
                 )
@@ -169,7 +171,7 @@ def play_episodes(
             play_id=f"{env_id}/{'h' if ep.spec.hinted else 'p'}{ep.spec.index}",
             hinted=ep.spec.hinted,
             seed=ep.spec.seed,
-            policy_version=policy.version,
+            policy_version=policy_version,
             episode_reward=episode_reward(last, ep.terminated),
             turns=ep.turns,
             terminated=ep.terminated,
@@ -232,7 +234,7 @@ def play_episodes(
                 )
                 for ep in live
             ]
-            samples: list[Sample] = policy.generate(requests)
+            samples: list[Sample] = generate(requests)
             for ep, sample in zip(live, samples):
                 action = to_action(sample.text)
                 t0 = time.perf_counter()

@@ -34,10 +34,10 @@ from ..events.catalogue import (
     RolloutCompleted,
     ValidationCheck,
 )
+from ..archive.examples import MemoryExamples
 from .corpus import Corpus, truncate_tokens
 from .designer import (
     SKILLS,
-    MemoryExamplesView,
     declared_difficulty,
     designer_messages,
     extract_code,
@@ -45,7 +45,7 @@ from .designer import (
     repair_messages,
 )
 from .hints import clean_hint, hint_messages
-from ..policy.protocol import Policy, PolicyRequest
+from ..policy.protocol import Policy, PolicyRequest, Sample
 from .regret import estimate
 from .rollouts import PlaySpec, play_episodes
 
@@ -78,7 +78,11 @@ class NoveltyMemory(Protocol):
 
     def novelty(self, vec: np.ndarray) -> tuple[float, str | None]: ...
 
-    def examples(self, skill: str, query_vec: np.ndarray | None = None, k: int = 3, band: tuple[float, float] = (0.4, 0.6)) -> Any: ...
+    def vector(self, env_id: str) -> np.ndarray | None: ...
+
+    def examples(
+        self, skill: str, query_vec: np.ndarray | None = None, k: int = 3, band: tuple[float, float] = (0.4, 0.6)
+    ) -> MemoryExamples: ...
 
 
 class Embedder(Protocol):
@@ -123,12 +127,16 @@ class StageContext:
     def skills(self) -> list[str]:
         return list(self.cfg.loop.skills) or list(SKILLS)
 
-    def generate(self, request: PolicyRequest):
+    def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
+        """The policy's samples for ``requests`` (one batched call), timed into ``timings.policy``."""
         t0 = time.perf_counter()
         try:
-            return self.policy.generate([request])[0]
+            return self.policy.generate(list(requests))
         finally:
             self.timings.policy += time.perf_counter() - t0
+
+    def generate_one(self, request: PolicyRequest) -> Sample:
+        return self.generate([request])[0]
 
     def embed(self, text: str) -> np.ndarray | None:
         if self.embedder is None:
@@ -166,14 +174,14 @@ def _proposal(
     nominal: float,
     messages: list[dict[str, str]],
     context: dict[str, Any],
-    examples: MemoryExamplesView,
+    examples: MemoryExamples,
     doc_ref: Any,
     attempt: int,
     repair_of: str | None,
     prompt: str | None = None,
 ) -> EnvironmentProposed:
     req = PolicyRequest(role="designer", messages=messages, context=context, seed=derive_seed(ctx.seed, env_id, "design"))
-    sample = ctx.generate(req)
+    sample = ctx.generate_one(req)
     code = extract_code(sample.text) or ""
     difficulty = declared_difficulty(code)
     return EnvironmentProposed(
@@ -217,15 +225,12 @@ def propose(
     earlier = sum(1 for j in range(index) if _domain(choose_skill(ctx.seed, j, skills)) == domain)
     doc = ctx.corpus.nth(ctx.seed, earlier, domain=domain)
     text = truncate_tokens(doc.text, ctx.cfg.loop.doc_token_budget, ctx.tokenize)
-    examples = MemoryExamplesView()
+    examples = MemoryExamples()
     if ctx.memory is not None:
         recent = recent_env(skill)
-        vector = getattr(ctx.memory, "vector", None)
-        qv = vector(recent) if (recent and vector is not None) else None
-        examples = MemoryExamplesView.of(
-            ctx.memory.examples(
-                skill, query_vec=qv, k=max(1, ctx.cfg.memory.neighbours), band=(ctx.cfg.reward.band_low, ctx.cfg.reward.band_high)
-            )
+        qv = ctx.memory.vector(recent) if recent else None
+        examples = ctx.memory.examples(
+            skill, query_vec=qv, k=max(1, ctx.cfg.memory.neighbours), band=(ctx.cfg.reward.band_low, ctx.cfg.reward.band_high)
         )
     messages = designer_messages(skill=skill, difficulty=nominal, document_text=text, examples=examples)
     context = {
@@ -277,7 +282,7 @@ def propose_repair(
         "turn_limit": ctx.cfg.loop.turn_limit,
         "repair": {"code": failed.code, "error_kind": verdict.error_kind, "failed_check": verdict.failed_check},
     }
-    examples = MemoryExamplesView(
+    examples = MemoryExamples(
         frontier=[{"env_id": p} for p in failed.parents], neighbours=[{"env_id": a} for a in failed.avoid]
     )
     return _proposal(
@@ -338,7 +343,7 @@ def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
         context={"env_id": proposed.env_id, "skill": proposed.skill, "code": proposed.code},
         seed=derive_seed(ctx.seed, proposed.env_id, "hint"),
     )
-    sample = ctx.generate(req)
+    sample = ctx.generate_one(req)
     return HintWritten(env_id=proposed.env_id, hint=clean_hint(sample.text), policy_version=ctx.policy.version, generation=sample.generation())
 
 
@@ -371,7 +376,8 @@ def play(
         env_id=proposed.env_id,
         specs=list(specs),
         open_session=open_session,
-        policy=_TimedPolicy(ctx),
+        generate=ctx.generate,
+        policy_version=ctx.policy.version,
         hint=hint.hint,
         turn_limit=ctx.cfg.loop.turn_limit,
         context={"skill": proposed.skill, "difficulty": proposed.difficulty},
@@ -381,31 +387,6 @@ def play(
         should_stop=should_stop,
         concurrency=max(1, ctx.cfg.sandbox.workers),
     )
-
-
-class _TimedPolicy:
-    """Wraps the policy to account generation time in the stage timings."""
-
-    def __init__(self, ctx: StageContext):
-        self._ctx = ctx
-        self.kind = ctx.policy.kind
-
-    @property
-    def version(self) -> str:
-        return self._ctx.policy.version
-
-    def generate(self, requests):
-        t0 = time.perf_counter()
-        try:
-            return self._ctx.policy.generate(requests)
-        finally:
-            self._ctx.timings.policy += time.perf_counter() - t0
-
-    def load_version(self, version, checkpoint):  # pragma: no cover - not used by the runner
-        self._ctx.policy.load_version(version, checkpoint)
-
-    def describe(self):  # pragma: no cover
-        return self._ctx.policy.describe()
 
 
 def estimate_regret(

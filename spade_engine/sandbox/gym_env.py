@@ -8,16 +8,23 @@ sandbox. ``gymnasium.utils.env_checker.check_env`` passes on it for every valid 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, SupportsFloat
+from typing import Any, Protocol, SupportsFloat
 
 import gymnasium as gym
 
 from .adapters import MAX_ACTION_CHARS, MAX_OBS_CHARS, AnyText
 
-if TYPE_CHECKING:
-    from .session import Session
+__all__ = ["SandboxEnv", "EpisodeSession"]
 
-__all__ = ["SandboxEnv"]
+
+class EpisodeSession(Protocol):
+    """What the view needs of a :class:`~.session.Session`."""
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]: ...
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]: ...
+
+    def close(self) -> None: ...
 
 
 class SandboxEnv(gym.Env):
@@ -25,7 +32,7 @@ class SandboxEnv(gym.Env):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, session: "Session", *, max_obs_chars: int = MAX_OBS_CHARS, max_action_chars: int = MAX_ACTION_CHARS) -> None:
+    def __init__(self, session: EpisodeSession, *, max_obs_chars: int = MAX_OBS_CHARS, max_action_chars: int = MAX_ACTION_CHARS) -> None:
         self.session = session
         self.observation_space = AnyText(max_obs_chars)
         self.action_space = AnyText(max_action_chars)

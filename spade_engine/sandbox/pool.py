@@ -25,15 +25,13 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import SandboxConfig
 from . import framing
 from .errors import EnvError, ErrorKind, IsolationError, PoolExhausted, SandboxCrash, SandboxError, StepTimeout
 from .isolation import SandboxLayers, scrubbed_environ
-
-if TYPE_CHECKING:
-    from .session import Session
+from .session import Session
 
 __all__ = ["SandboxPool", "Task"]
 
@@ -544,10 +542,8 @@ class SandboxPool:
 
     def open_session(
         self, source: str, *, step_timeout_s: float | None = None, acquire_timeout_s: float | None = None
-    ) -> "Session":
+    ) -> Session:
         """Load ``source`` in a task and hold it for one multi-turn episode (or several)."""
-        from .session import Session
-
         return Session(self, source, step_timeout_s=step_timeout_s, acquire_timeout_s=acquire_timeout_s)
 
     # -- life cycle -------------------------------------------------------------------------

@@ -9,16 +9,35 @@ returned something outside the contract) leaves the session usable.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..config import SandboxConfig
 from .errors import EnvError, ErrorKind, SandboxError
 from .grading import REWARD_RANGE, check_reward, decode_reset, decode_step, select_env_class
 
 if TYPE_CHECKING:
     from .gym_env import SandboxEnv
-    from .pool import SandboxPool, Task
 
-__all__ = ["Session"]
+__all__ = ["Session", "TaskChannel", "TaskSource"]
+
+
+class TaskChannel(Protocol):
+    """What a session needs of a task (:class:`~.pool.Task`): calls into the environment's process."""
+
+    dead: bool
+    ended: bool
+
+    def call(self, op: str, *, timeout: float | None = None, **args: Any) -> dict[str, Any]: ...
+
+    def end(self) -> None: ...
+
+
+class TaskSource(Protocol):
+    """What a session needs of its pool (:class:`~.pool.SandboxPool`): its limits and a fresh task."""
+
+    config: SandboxConfig
+
+    def task(self, *, acquire_timeout_s: float | None = None) -> TaskChannel: ...
 
 
 class Session:
@@ -26,7 +45,7 @@ class Session:
 
     def __init__(
         self,
-        pool: "SandboxPool",
+        pool: TaskSource,
         source: str,
         *,
         step_timeout_s: float | None = None,
@@ -36,7 +55,7 @@ class Session:
         cfg = pool.config
         self.step_timeout_s = step_timeout_s if step_timeout_s is not None else cfg.step_timeout_s
         self.reward_range = reward_range
-        self._task: Task = pool.task(acquire_timeout_s=acquire_timeout_s)
+        self._task: TaskChannel = pool.task(acquire_timeout_s=acquire_timeout_s)
         try:
             parsed = self._task.call("parse", timeout=cfg.import_timeout_s, source=source)
             err = parsed.get("syntax_error")
@@ -59,7 +78,7 @@ class Session:
         return not (self._task.dead or self._task.ended)
 
     @property
-    def task(self) -> "Task":
+    def task(self) -> TaskChannel:
         """The underlying task channel (for callers that need raw commands)."""
         return self._task
 

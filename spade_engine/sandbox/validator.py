@@ -40,7 +40,7 @@ from . import EnvError, ErrorKind, SandboxError, SandboxPool
 from .grading import REWARD_RANGE, StepResult, check_reward, decode_reset, decode_step, select_env_class
 from .pool import Task
 
-__all__ = ["ErrorKind", "ValidationReport", "Validator", "PROBE_ACTIONS", "CHECK_NAMES"]
+__all__ = ["ErrorKind", "ValidationReport", "Validator", "PROBE_ACTIONS", "CHECKS", "CHECK_NAMES"]
 
 #: Actions no reasonable environment should accept as a win (garbage included).
 PROBE_ACTIONS: tuple[str, ...] = (
@@ -54,20 +54,22 @@ PROBE_ACTIONS: tuple[str, ...] = (
     "\u00fc\u00f1\u00ee\u00e7\u00f8d\u00e9 \U0001f642 \\boxed{\u2603}",
 )
 
-CHECK_NAMES = (
-    "parse",
-    "static_screen",
-    "env_class",
-    "import",
-    "reset",
-    "determinism",
-    "step",
-    "rewards",
-    "episode_ends",
-    "solution",
-    "not_trivial",
-    "gymnasium_api",
+#: the checks in the order they run: (name, the Validator method that runs it)
+CHECKS: tuple[tuple[str, str], ...] = (
+    ("parse", "_parse"),
+    ("static_screen", "_static"),
+    ("env_class", "_env_class"),
+    ("import", "_import"),
+    ("reset", "_reset"),
+    ("determinism", "_determinism"),
+    ("step", "_step"),
+    ("rewards", "_rewards"),
+    ("episode_ends", "_episode_ends"),
+    ("solution", "_solution"),
+    ("not_trivial", "_not_trivial"),
+    ("gymnasium_api", "_gymnasium"),
 )
+CHECK_NAMES = tuple(name for name, _ in CHECKS)
 
 
 @dataclass
@@ -201,20 +203,8 @@ class Validator:
         if not isinstance(source, str):
             source = ""
         steps: list[tuple[str, Callable[[_Run], str]]] = [
-            ("parse", self._parse),
-            ("static_screen", self._static),
-            ("env_class", self._env_class),
-            ("import", self._import),
-            ("reset", self._reset),
-            ("determinism", self._determinism),
-            ("step", self._step),
-            ("rewards", self._rewards),
-            ("episode_ends", self._episode_ends),
-            ("solution", self._solution),
-            ("not_trivial", self._not_trivial),
+            (name, getattr(self, method)) for name, method in CHECKS if name != "gymnasium_api" or self.check_gymnasium
         ]
-        if self.check_gymnasium:
-            steps.append(("gymnasium_api", self._gymnasium))
         run: _Run | None = None
         task: Task | None = None
         try:

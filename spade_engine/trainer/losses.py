@@ -33,8 +33,9 @@ def is_zero_variance(rewards: Sequence[float], eps: float = 1e-9) -> bool:
     return len(rewards) == 0 or max(rewards) - min(rewards) <= eps
 
 
-def centre_per_skill(rewards: Sequence[float], skills: Sequence[str]) -> list[float]:
-    """Each designer reward minus the mean designer reward of its skill (within ``rewards``)."""
+def centre_per_skill(rewards: Sequence[float], skills: Sequence[str], *, scale: float = 1.0) -> list[float]:
+    """Each designer reward minus the mean designer reward of its skill (within ``rewards``),
+    times ``scale``."""
     if len(rewards) != len(skills):
         raise ValueError("rewards and skills must have the same length")
     sums: dict[str, float] = {}
@@ -42,7 +43,7 @@ def centre_per_skill(rewards: Sequence[float], skills: Sequence[str]) -> list[fl
     for r, s in zip(rewards, skills):
         sums[s] = sums.get(s, 0.0) + float(r)
         counts[s] = counts.get(s, 0) + 1
-    return [float(r) - sums[s] / counts[s] for r, s in zip(rewards, skills)]
+    return [(float(r) - sums[s] / counts[s]) * scale for r, s in zip(rewards, skills)]
 
 
 def tis_weights(old_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float) -> torch.Tensor:
