@@ -1,1 +1,2 @@
-"""dashboard subpackage (see DESIGN.md)."""
+"""The dashboard: a FastAPI app with server-sent events over a run's projections (``app``,
+``views``, ``state``, ``sse``, ``cli``) and the static HTML audit report (``audit``)."""

@@ -36,7 +36,7 @@ class LogBackend:
 
 def _sqlite_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
     from .sqlite.log import LOG_FILENAME, SqliteEventLog
-    from .store import DataDir
+    from .datadir import DataDir
 
     path = DataDir(data_dir).run_dir(run_id) / LOG_FILENAME
     if not create and not path.exists():
@@ -45,7 +45,7 @@ def _sqlite_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: 
 
 
 def _sqlite_list(*, data_dir: Path, bootstrap: str | None) -> list[str]:
-    from .store import DataDir
+    from .datadir import DataDir
 
     return DataDir(data_dir).runs()
 

@@ -5,7 +5,7 @@ Payloads are frozen :class:`msgspec.Struct` values. Each type has a ``TYPE`` nam
 long episodes, checkpoints) are stored as content-addressed files and referenced by
 :class:`BlobRef`; everything the engine, the projections and the trainer need is otherwise inline.
 
-Data flow (see DESIGN.md)::
+Data flow (the stage table is :mod:`spade_engine.engine.pipeline`)::
 
     RunStarted
     EnvironmentProposed -> EnvironmentValidated -> HintWritten -> RolloutCompleted x 2k
@@ -210,7 +210,7 @@ class HintWritten(EventPayload, frozen=True, kw_only=True):
 class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     """One play of an environment, with everything the trainer needs.
 
-    ``episode_reward`` follows DESIGN.md: the last step's reward clipped to [-1, 1] if the episode
+    ``episode_reward`` (:func:`spade_engine.engine.regret.episode_reward`): the last step's reward clipped to [-1, 1] if the episode
     terminated, else 0. ``turns`` hold observations, actions, per-turn rewards and each turn's
     :class:`Generation` (token ids and behaviour log-probs). ``step_timeout`` marks a step() that
     hit the sandbox's wall-clock limit; ``error`` says why a play ended abnormally.

@@ -1,8 +1,10 @@
-"""Policies: one protocol, several backends (procedural, Hugging Face transformers, vLLM).
+"""Policies: one protocol (``protocol``), backends registered by name (``registry``).
 
-Backends are imported lazily: ``from spade_engine.policy.transformers_policy import
-TransformersPolicy`` (torch + transformers), ``...vllm_policy import VllmPolicy`` (optional
-extra), ``...tiny import build_tiny_model`` (tiny seeded test models, no download).
+Backends (imported lazily by the registry): ``procedural/`` (a labelled simulation: template
+environments from skill families, a simulated agent), ``transformers_policy`` (Hugging Face
+transformers, CPU or GPU; decoding in ``decoding`` and ``attention``), ``vllm_policy`` (optional
+GPU extra). ``tiny`` builds tiny seeded test models (no download); ``hf`` holds the Hugging Face
+helpers the backends and the trainer share (offline mode, device and dtype, safetensors weights).
 """
 
 from .protocol import Policy, PolicyRequest, Sample

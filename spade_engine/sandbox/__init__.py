@@ -1,5 +1,7 @@
-"""The sandbox for model-written environments: pre-forked isolated workers (pool.py), the worker
-process itself (worker.py), framing, isolation layers, episode sessions and parent-side grading.
+"""The sandbox for model-written environments: pre-forked isolated workers (``pool``), the worker
+process itself (``worker``), ``framing``, ``isolation`` layers, episode ``session``s, parent-side
+``grading``, contract ``adapters`` and the Gymnasium view (``gym_env``), the ordered ``validator``
+checks, and the ``validate`` command (``cli``).
 
     from spade_engine.sandbox import SandboxPool
     with SandboxPool(config.sandbox) as pool, pool.open_session(source) as s:

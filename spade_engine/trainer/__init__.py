@@ -7,6 +7,8 @@
 * :mod:`.update`       one optimizer step on a list of samples
 * :mod:`.checkpoints`  safetensors in the blob store, PolicyUpdated lookup, policy sync
 * :mod:`.loop`         :class:`~.loop.Trainer`: the crash-safe consume/update/publish loop
-* :mod:`.retrain`      curriculum replay of a recorded run with a fresh model
-* :mod:`.cli`          ``spade-engine train`` and ``spade-engine retrain``
+* :mod:`.cli`          ``spade-engine train``
+
+Curriculum replay with a fresh model (``retrain``) drives the engine, so it lives with the
+other run drivers in :mod:`spade_engine.runs`.
 """
