@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from spade_engine.blobs import BlobStore
-from spade_engine.policy import base
+from spade_engine.policy import protocol as base
 from spade_engine.policy.decoding import BatchSampler, sample_tokens
 from spade_engine.policy.tiny import build_tiny_model, build_tiny_tokenizer, parse_tiny_spec
 from spade_engine.policy.transformers_policy import PolicyLoadError, TransformersPolicy, render_messages
