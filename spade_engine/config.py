@@ -137,10 +137,21 @@ class PolicyConfig(_Section):
         return kind
 
 
+#: a run with no explicit bound stops after this many new environments (``--forever`` lifts it)
+DEFAULT_MAX_ENVS = 24
+
+
 class LoopConfig(_Section):
     """The self-play loop."""
 
-    max_envs: int | None = Field(None, ge=1)
+    max_envs: int | None = Field(
+        DEFAULT_MAX_ENVS, ge=0, description="stop after this many new environments; 0 = no bound (runs until stopped)"
+    )
+
+    @property
+    def env_bound(self) -> int | None:
+        """``max_envs`` as a bound: ``None`` when the run is unbounded (0, or unset in an old config)."""
+        return self.max_envs or None
     plays_per_env: int = Field(4, ge=1, description="k plain plays and k hinted plays")
     turn_limit: int = Field(8, ge=1)
     max_repairs: int = Field(1, ge=0)

@@ -195,7 +195,7 @@ class Engine:
         return reason
 
     def _loop(self) -> str:
-        max_envs = self.cfg.loop.max_envs
+        max_envs = self.cfg.loop.env_bound
         while True:
             if self.stopping:
                 return "interrupted"

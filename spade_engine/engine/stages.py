@@ -10,14 +10,17 @@ read the input events from the log, call a stage, and append what it returns. St
 * :func:`play`: k plain + k hinted plays in the sandbox -> ``RolloutCompleted`` each;
 * :func:`estimate_regret` (pure): plays -> ``RegretEstimated``.
 
-Seeds are derived from ``(run seed, env id, ...)`` with :func:`derive_seed`, never from a running
-random state, so a resumed run makes the same choices for the same environment.
+Seeds are derived from ``(run seed, env key, ...)`` with :func:`derive_seed`, never from a running
+random state, so a resumed run makes the same choices for the same environment, and two runs with
+the same seed make the same choices everywhere (:func:`env_key` is the environment id without the
+run's own suffix).
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +54,7 @@ from .rollouts import PlaySpec, play_episodes
 
 __all__ = [
     "derive_seed",
+    "env_key",
     "NOMINAL_DIFFICULTIES",
     "StageContext",
     "Timings",
@@ -65,6 +69,16 @@ __all__ = [
 ]
 
 NOMINAL_DIFFICULTIES = (0.2, 0.5, 0.8)
+
+
+_RUN_SUFFIX = re.compile(r"^[0-9A-Za-z]{1,6}-(e\d+(?:-r\d+)?)$")
+
+
+def env_key(env_id: str) -> str:
+    """``env_id`` without the run suffix (``a1b2c3-e00004-r1`` -> ``e00004-r1``): what seeds are
+    derived from, so the same run seed gives the same environments in every run."""
+    m = _RUN_SUFFIX.match(env_id)
+    return m.group(1) if m else env_id
 
 
 def derive_seed(*parts: object) -> int:
@@ -180,7 +194,7 @@ def _proposal(
     repair_of: str | None,
     prompt: str | None = None,
 ) -> EnvironmentProposed:
-    req = PolicyRequest(role="designer", messages=messages, context=context, seed=derive_seed(ctx.seed, env_id, "design"))
+    req = PolicyRequest(role="designer", messages=messages, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
     sample = ctx.generate_one(req)
     code = extract_code(sample.text) or ""
     difficulty = declared_difficulty(code)
@@ -217,7 +231,7 @@ def propose(
     the skill's most recent accepted one (``recent_env(skill)``; its recorded embedding is reused,
     so no model call is needed)."""
     skill = choose_skill(ctx.seed, index, ctx.skills())
-    nominal = random.Random(derive_seed(ctx.seed, env_id, "difficulty")).choice(NOMINAL_DIFFICULTIES)
+    nominal = random.Random(derive_seed(ctx.seed, env_key(env_id), "difficulty")).choice(NOMINAL_DIFFICULTIES)
     info = SKILLS.get(skill)
     domain = info.domain if info else None
     skills = ctx.skills()
@@ -341,7 +355,7 @@ def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
         role="hinter",
         messages=hint_messages(proposed.code),
         context={"env_id": proposed.env_id, "skill": proposed.skill, "code": proposed.code},
-        seed=derive_seed(ctx.seed, proposed.env_id, "hint"),
+        seed=derive_seed(ctx.seed, env_key(proposed.env_id), "hint"),
     )
     sample = ctx.generate_one(req)
     return HintWritten(env_id=proposed.env_id, hint=clean_hint(sample.text), policy_version=ctx.policy.version, generation=sample.generation())
@@ -349,7 +363,7 @@ def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
 
 def play_specs(seed: int, env_id: str, k: int) -> list[PlaySpec]:
     """k plain and k hinted plays; play i of both kinds uses the same environment seed (paired)."""
-    seeds = [derive_seed(seed, env_id, "play", i) for i in range(k)]
+    seeds = [derive_seed(seed, env_key(env_id), "play", i) for i in range(k)]
     return [PlaySpec(index=i, hinted=h, seed=seeds[i]) for h in (False, True) for i in range(k)]
 
 

@@ -344,7 +344,7 @@ class DesignerWorker:
         """Record RunStarted, propose until done (RunStopped) or stopped; return the reason."""
         eng = self.engine
         eng.start_record()
-        max_envs = eng.cfg.loop.max_envs
+        max_envs = eng.cfg.loop.env_bound
         while not self.stop_event.is_set():
             eng.state.refresh(eng.log)
             load_latest_policy(eng.ctx.policy, eng.state, eng.blobs)

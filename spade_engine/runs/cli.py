@@ -35,12 +35,13 @@ from ..cli_common import (
     open_run,
     out,
 )
-from ..config import load_config
+from ..config import DEFAULT_MAX_ENVS, load_config
+from ..errors import SpadeError
 from ..engine.state import RunState
 from ..events.store import resolve_data_dir
 from ..recorded import recorded_config
 
-__all__ = ["start", "status", "render_stats", "retrain_command", "run_retrain"]
+__all__ = ["start", "status", "render_stats", "next_commands", "retrain_command", "run_retrain"]
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -83,9 +84,29 @@ def render_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> 
     return Panel(Group(*parts), title=title or stats["run_id"], border_style="cyan")
 
 
+def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path | None) -> list[str]:
+    """What to run after ``start`` stopped: resume (with the bound the run had, or a larger one
+    once it reached it), and look at the run (status, dashboard, audit, replay)."""
+    d = f" -d {data_dir}" if data_dir else ""
+    if reason == "max_envs" and bound is not None:
+        resume = f"  more:       spade-engine start --run {run_id} --max-envs {bound * 2}{d}   (or --forever)"
+    else:
+        limit = f" --max-envs {bound}" if bound is not None else " --forever"
+        resume = f"  resume:     spade-engine start --run {run_id}{limit}{d}"
+    return [
+        "next:",
+        resume,
+        f"  summary:    spade-engine status {run_id}{d}",
+        f"  watch:      spade-engine dashboard {run_id}{d}",
+        f"  report:     spade-engine audit {run_id}{d}",
+        f"  rebuild:    spade-engine replay {run_id} --verify{d}",
+    ]
+
+
 @handle_errors
 def start(
-    max_envs: Annotated[Optional[int], typer.Option("--max-envs", help="Stop after this many new environments (default: run until Ctrl-C).", show_default=False)] = None,
+    max_envs: Annotated[Optional[int], typer.Option("--max-envs", help=f"Stop after this many new environments (default: loop.max_envs, {DEFAULT_MAX_ENVS}).", show_default=False, min=1)] = None,
+    forever: Annotated[bool, typer.Option("--forever", help="No bound: run until Ctrl-C (loop.max_envs = 0).")] = False,
     model: Annotated[Optional[str], typer.Option("--model", help="Hugging Face model name or path: use the transformers policy instead of the procedural simulation.", show_default=False)] = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
@@ -106,6 +127,10 @@ def start(
     """
     from .engine import open_engine, resolve_start_run
 
+    if forever and max_envs is not None:
+        raise SpadeError("--forever and --max-envs contradict each other: pass one")
+    if forever:
+        max_envs = 0
     b = check_backend(backend)
     root = resolve_data_dir(data_dir)
     boot = bootstrap_or_env(bootstrap)
@@ -148,7 +173,7 @@ def start(
             tm = engine.ctx.timings
             extra = (
                 f"{now - t0:.0f}s  sandbox {tm.sandbox:.1f}s  policy {tm.policy:.1f}s  embedding {tm.embedding:.1f}s  "
-                f"(max envs {cfg.loop.max_envs or 'unbounded'}; Ctrl-C stops cleanly)"
+                f"(max envs {cfg.loop.env_bound or 'unbounded'}; Ctrl-C stops cleanly)"
             )
             live.update(render_stats(state.stats((cfg.reward.band_low, cfg.reward.band_high)), title=run_id, extra=extra))
 
@@ -187,8 +212,11 @@ def start(
             trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
         console.print(
             f"[bold]stopped[/] ({reason}): {s['roots']} environments, {s['accepted']} accepted, {s['plays']} plays, "
-            f"mean regret {_fmt(s['mean_regret'])}{trained}. Resume with: spade-engine start --run {run_id}"
+            f"mean regret {_fmt(s['mean_regret'])}{trained}.",
+            highlight=False,
         )
+        for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
+            console.print(line, markup=False, highlight=False)
 
 
 @handle_errors

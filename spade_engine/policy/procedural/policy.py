@@ -200,7 +200,7 @@ class ProceduralPolicy:
         family = FAMILIES.get(str(ctx.get("skill")))
         difficulty = float(ctx.get("difficulty", 0.5))
         hinted = bool(ctx.get("hint"))
-        episode = random.Random(f"agent:{ctx.get('env_id')}:{ctx.get('play_seed')}:{int(hinted)}")
+        episode = random.Random(f"agent:{ctx.get('play_seed')}:{int(hinted)}")  # the play seed derives from the env
         p = self.solve_probability(family, difficulty, hinted)
         solves = episode.random() < p
         turn = int(ctx.get("turn", 0))
