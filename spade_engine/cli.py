@@ -11,6 +11,7 @@ from .engine import cli as engine_cli
 from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
 from .engine.worker_cli import worker as worker_command
+from .evaluation.cli import eval_command
 from .events.cli import app as events_app
 from .trainer.cli import retrain_command, train_command
 
@@ -31,6 +32,7 @@ app.command("validate")(validate_command)
 app.command("worker")(worker_command)
 app.command("train")(train_command)
 app.command("retrain")(retrain_command)
+app.command("eval")(eval_command)
 
 
 @app.command("version")
