@@ -259,8 +259,8 @@ def test_evaluation_completed_is_a_versioned_run_level_event():
 # -- the command ------------------------------------------------------------------------------
 
 
-def _eval(*args, data):
-    return runner.invoke(app, ["eval", *args, "--data-dir", str(data), "--no-progress"])
+def _eval(*args, data, progress=False):
+    return runner.invoke(app, ["eval", *args, "--data-dir", str(data), *([] if progress else ["--no-progress"])])
 
 
 def test_cli_tiny_model_json_recorded_in_the_evaluations_log(tmp_path):
@@ -285,10 +285,11 @@ def test_cli_tiny_model_json_recorded_in_the_evaluations_log(tmp_path):
     log = open_event_log("run-20990101-000000-aaaaaa", data_dir=data, create=True)
     log.close()
     assert runs_dir.latest_run() == "run-20990101-000000-aaaaaa"
-    # the table
-    res = _eval("rg:gcd", "--model", "tiny:2", "--size", "2", "--max-new-tokens", "4", "--no-record", data=data)
+    # the table, and plain progress lines on stderr (not a terminal)
+    res = _eval("rg:gcd", "--model", "tiny:2", "--size", "2", "--max-new-tokens", "4", "--no-record", data=data, progress=True)
     assert res.exit_code == 0, res.output
-    assert "gcd" in res.stdout and "not recorded" in res.stdout
+    assert "gcd" in res.stdout and "not recorded" in res.stdout and "Wilson" in res.stdout
+    assert "eval reasoning-gym/gcd: 0/2 items" in res.stderr and "eval reasoning-gym/gcd: 2/2 items" in res.stderr
 
 
 def test_cli_bad_input_is_one_line_exit_2(tmp_path):
@@ -299,6 +300,8 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
         (["rg:gcd", "--model", "tiny", "--samples", "3", "--temperature", "0"], "needs sampling"),
         (["rg:gcd", "--model", "tiny", "--size", "1", "--record-run", "nope"], "no run 'nope'"),
         (["archive:nope", "--model", "procedural"], "no run"),
+        (["rg:gcd", "rg:gcd", "--model", "tiny", "--size", "1"], "named twice"),
+        (["rg:gcd", "--run", "nope"], "no run 'nope'"),
     ]:
         res = _eval(*args, data=data)
         assert res.exit_code == 2, (args, res.output)
@@ -418,12 +421,25 @@ def test_archive_suite_plays_archived_environments_in_the_sandbox(archived_run):
     try:
         good = evaluate(SkillOracle(), tasks, EvalSettings(), pool=pool, step_timeout_s=2.0, concurrency=2)
         bad = evaluate(Scripted(garbage), tasks, EvalSettings(), pool=pool, step_timeout_s=2.0, concurrency=2)
-        sampled = evaluate(SkillOracle(), tasks[:1], EvalSettings(k=3, temperature=0.5), pool=pool, concurrency=2)
+        sampler = SkillOracle()
+        seen: list[tuple[int, int]] = []
+        answer = sampler._answer
+        sampler._answer = lambda r: seen.append((r.context["play_seed"], r.seed)) or answer(r)
+        sampled = evaluate(sampler, tasks[:1], EvalSettings(k=3, temperature=0.5), pool=pool, concurrency=2)
     finally:
         pool.close()
     assert all(r.score.accuracy == 1.0 and r.score.scoring_errors == 0 for r in good)
     assert all(r.score.accuracy == 0.0 for r in bad)
     assert sampled[0].score.item_correct == [3] * len(tasks[0].items)
+    # k plays in groups of `concurrency`: each play its own evaluation reset seed and sampling seed
+    ev = sampled[0].event(evaluation_id="e", policy=policy_info(sampler), settings=EvalSettings(k=3, temperature=0.5))
+    n = len(tasks[0].items)
+    assert len(ev.item_seeds) == 3 * n == len(set(ev.item_seeds)) and all(map(is_eval_seed, ev.item_seeds))
+    assert ev.item_seeds[::3] == [i.seed for i in tasks[0].items]
+    assert {play_seed for play_seed, _ in seen} == set(ev.item_seeds)
+    assert len({request_seed for _, request_seed in seen}) >= 3 * n
+    check = good[0].event(evaluation_id="e", policy=policy_info(sampler), settings=EvalSettings())
+    assert check.item_seeds == [i.seed for i in tasks[0].items]
     with pytest.raises(EvaluationError, match="needs a sandbox pool"):
         evaluate(SkillOracle(), tasks, EvalSettings())
 

@@ -205,6 +205,9 @@ def eval_command(
                 markup=False, highlight=False,
             )
 
+    labels = [t.label for t in tasks]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"a task is named twice: {', '.join(sorted({x for x in labels if labels.count(x) > 1}))}")
     assert model is not None
     policy = build_policy(
         model, device=device, dtype=dtype, max_new_tokens=max_new_tokens, temperature=temp, batch_size=batch_size,
@@ -256,4 +259,9 @@ def eval_command(
     mode = "greedy" if settings.greedy else f"avg@{settings.k}, temperature {settings.temperature:g}"
     out.print(_table(events, f"{info.model} {info.version} ({mode})"))
     where = f"recorded in {recorded_in}" if recorded_in else "not recorded"
-    out.print(f"evaluation {evaluation_id}: {len(events)} task(s), {where}", markup=False, highlight=False)
+    out.print(
+        f"evaluation {evaluation_id}: {len(events)} task(s), {where}. acc: answers the task's verifier "
+        "scored 1.0 (avg@k); 95% CI: Wilson over items; score: mean verifier score; err: verifier errors "
+        "or abnormal plays",
+        markup=False, highlight=False, soft_wrap=True,
+    )

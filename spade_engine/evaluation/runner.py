@@ -10,9 +10,10 @@
   seed, sample, and the item's oracle ``answer``): LLM backends ignore it, scripted test
   policies read it.
 * **archive** items are played through the sandbox pool with the engine's episode runner
-  (:func:`~spade_engine.engine.rollouts.play_episodes`): ``k`` plain plays per environment,
-  reset with the item's evaluation seed, at most ``concurrency`` at once (one generate call per
-  turn across them); an episode reward of 1.0 is a solve.
+  (:func:`~spade_engine.engine.rollouts.play_episodes`): ``k`` plain plays per environment, the
+  first reset with the item's evaluation seed and the others with seeds derived from it
+  (:func:`play_seeds`), at most ``concurrency`` at once (one generate call per turn across
+  them); an episode reward of 1.0 is a solve.
 
 Greedy decoding is ``temperature`` 0 with ``k`` 1; avg@k samples ``k`` answers per item at the
 given temperature (sample ``j`` of an item asks for seed ``derive_seed(item_seed, "sample", j)``).
@@ -32,7 +33,7 @@ from ..engine.stages import derive_seed
 from ..errors import SpadeError
 from ..events.catalogue import EvaluationCompleted
 from .scoring import CI_METHOD, TaskScore, extract_answer, score_reasoning_gym
-from .seeds import SEED_RULE
+from .seeds import SEED_RULE, eval_seed
 from .suites import EvalTask
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "EvaluationError",
     "evaluate",
     "policy_info",
+    "play_seeds",
 ]
 
 EVAL_SYSTEM_PROMPT = (
@@ -112,6 +114,8 @@ class TaskResult:
     task: EvalTask
     score: TaskScore
     seconds: float = 0.0
+    #: the seeds used, when not one per item (archive: each item's k play seeds, item-major)
+    seeds: list[int] | None = None
 
     def event(self, *, evaluation_id: str, policy: PolicyInfo, settings: EvalSettings) -> EvaluationCompleted:
         lo, hi = self.score.interval()
@@ -131,7 +135,7 @@ class TaskResult:
             policy_version=policy.version,
             checkpoint_sha256=policy.checkpoint_sha256,
             model=policy.model,
-            item_seeds=[it.seed for it in self.task.items],
+            item_seeds=list(self.seeds) if self.seeds is not None else [it.seed for it in self.task.items],
             mean_score=round(self.score.mean_score, 12),
             ci_method=CI_METHOD,
             item_correct=list(self.score.item_correct),
@@ -232,6 +236,12 @@ class _Sampling:
         return self._policy.describe()
 
 
+def play_seeds(item_seed: int, k: int) -> list[int]:
+    """Reset seeds of an archived environment's k plays: the item's seed, then derived ones (all
+    evaluation seeds), so sampled plays differ even when they run in separate groups."""
+    return [item_seed] + [eval_seed("play", item_seed, j) for j in range(1, k)]
+
+
 def _archive(
     policy: Policy, task: EvalTask, settings: EvalSettings, result: TaskResult, progress: Progress, pool: Any,
     *, step_timeout_s: float | None, concurrency: int,
@@ -246,9 +256,11 @@ def _archive(
         def open_session(code: str = code) -> Any:
             return pool.open_session(code, step_timeout_s=step_timeout_s)
 
+        seeds = play_seeds(item.seed, settings.k)
+        result.seeds = (result.seeds or []) + seeds
         plays = play_episodes(
             env_id=item.item_id,
-            specs=[PlaySpec(index=j, hinted=False, seed=item.seed) for j in range(settings.k)],
+            specs=[PlaySpec(index=j, hinted=False, seed=seeds[j]) for j in range(settings.k)],
             open_session=open_session,
             policy=sampler,  # type: ignore[arg-type]
             hint=None,
@@ -284,6 +296,7 @@ def evaluate(
     for i, t in enumerate(tasks):  # every item has a row, even one whose samples all fail
         results[i].score.item_correct = [0] * len(t.items)
         results[i].score.item_score = [0.0] * len(t.items)
+        progress(t.label, 0, len(t.items))
     rg = [i for i, t in enumerate(tasks) if t.dataset is not None]
     if rg:
         sub = {j: results[i] for j, i in enumerate(rg)}

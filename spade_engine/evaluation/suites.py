@@ -9,7 +9,7 @@ Two kinds of suite:
   is generated from seed ``base + i``, always in the evaluation seed range (:mod:`.seeds`).
 * ``archive:RUN``: the accepted environments of a recorded run, grouped by skill (one task per
   skill, one item per environment, first ``size`` in log order when a size is given). Item
-  seed = ``eval_seed("archive", RUN, env_id, s)``, the seed the environment is reset with.
+  seed = ``eval_seed("archive", RUN, env_id, s)``, the seed its first play resets it with.
   Such a suite is held out only for a policy that did not train on RUN.
 
 Parsing is separate from loading (:func:`parse_suite` checks names without generating items)

@@ -301,8 +301,9 @@ class EvaluationCompleted(EventPayload, frozen=True, kw_only=True):
     (reasoning-gym's ``score_answer``, or episode reward 1.0 for an archived environment) out of
     ``items * k``, so ``accuracy`` is avg@k; ``mean_score`` averages the raw scores (partial
     credit included). ``ci_low``/``ci_high`` is the 95% interval named by ``ci_method``.
-    ``item_seeds`` are the seeds the items were generated or reset with, all in the evaluation
-    seed range named by ``seed_rule`` (never used by training sources); ``item_correct`` holds the
+    ``item_seeds`` are the seeds the items were generated with (one per item) or, for an
+    archive, the reset seeds of each item's ``k`` plays (item-major), all in the evaluation seed
+    range named by ``seed_rule`` (never used by training sources); ``item_correct`` holds the
     correct answers per item (paired comparisons between versions) and ``item_ids`` the items
     (``task/seed``, or env ids). ``scoring_errors`` counts answers whose verifier raised, or
     archive plays that ended abnormally (step timeout, sandbox crash). ``checkpoint_sha256`` is
