@@ -159,7 +159,7 @@ def _generate(policy: Policy, requests: list[PolicyRequest]) -> list[Sample]:
     return samples
 
 
-def _eval_context(task: EvalTask, index: int, seed: int, sample: int, answer: Any) -> dict[str, Any]:
+def _eval_context(task: EvalTask, index: int, seed: int, sample: int | None, answer: Any) -> dict[str, Any]:
     return {"eval": {"suite": task.suite, "task": task.task, "index": index, "seed": seed, "sample": sample, "answer": answer}}
 
 
@@ -178,7 +178,7 @@ def _reasoning_gym(
                     {"role": "user", "content": item.question},
                 ],
                 context=_eval_context(tasks[ti], item.index, item.seed, j, item.answer),
-                seed=derive_seed(item.seed, "sample", j),
+                seed=derive_seed(item.seed, "sample", j),  # a sampling seed: no item is generated from it
                 max_new_tokens=settings.max_new_tokens,
                 temperature=settings.temperature,
             )
@@ -250,7 +250,8 @@ def _archive(
 
     for item in task.items:
         t0 = time.perf_counter()
-        sampler = _Sampling(policy, settings, _eval_context(task, item.index, item.seed, 0, None))
+        # the play index and reset seed are in the runner's own context (play_seed); no oracle answer
+        sampler = _Sampling(policy, settings, _eval_context(task, item.index, item.seed, None, None))
         code = item.code
 
         def open_session(code: str = code) -> Any:
