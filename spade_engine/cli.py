@@ -8,6 +8,7 @@ from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
 from .consumers.cli import app as consumers_app
+from .evaluation.cli import eval_command
 from .sandbox.cli import validate as validate_command
 from .events.cli import app as events_app
 from .runs import cli as run_cli
@@ -31,6 +32,7 @@ app.command("validate")(validate_command)
 app.command("worker")(worker_command)
 app.command("train")(train_command)
 app.command("retrain")(run_cli.retrain_command)
+app.command("eval")(eval_command)
 
 
 @app.command("version")

@@ -11,6 +11,7 @@ Data flow (the stage table is :mod:`spade_engine.engine.pipeline`)::
     EnvironmentProposed -> EnvironmentValidated -> HintWritten -> RolloutCompleted x 2k
                         -> RegretEstimated -> (trainer) PolicyUpdated
     RunStopped
+    (eval) EvaluationCompleted                  one per task of a held-out suite, per policy version
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "RegretEstimated",
     "PolicyUpdated",
     "RunStopped",
+    "EvaluationCompleted",
     "EVENT_TYPES",
     "UPCASTERS",
     "register_upcaster",
@@ -289,6 +291,57 @@ class RunStopped(EventPayload, frozen=True, kw_only=True):
     counts: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class EvaluationCompleted(EventPayload, frozen=True, kw_only=True):
+    """One task of a held-out evaluation suite was scored for one policy version.
+
+    ``suite`` is ``reasoning-gym`` or ``archive:<run_id>``; ``task`` a reasoning-gym task name or,
+    for an archive, a skill. ``items`` items were each answered ``k`` times (``temperature`` 0 =
+    greedy, ``k`` = 1); ``correct`` counts answers scored 1.0 by the task's own verifier
+    (reasoning-gym's ``score_answer``, or episode reward 1.0 for an archived environment) out of
+    ``items * k``, so ``accuracy`` is avg@k; ``mean_score`` averages the raw scores (partial
+    credit included). ``ci_low``/``ci_high`` is the 95% interval named by ``ci_method``.
+    ``item_seeds`` are the seeds the items were generated with (one per item) or, for an
+    archive, the reset seeds of each item's ``k`` plays (item-major), all in the evaluation seed
+    range named by ``seed_rule`` (never used by training sources); ``item_correct`` holds the
+    correct answers per item (paired comparisons between versions) and ``item_ids`` the items
+    (``task/seed``, or env ids). ``scoring_errors`` counts answers whose verifier raised, or
+    archive plays that ended abnormally (step timeout, sandbox crash). ``checkpoint_sha256`` is
+    ``None`` for base weights. Keyed by run id; ``evaluation_id`` groups the tasks of one run of
+    ``spade-engine eval``.
+    """
+
+    TYPE: ClassVar[str] = "EvaluationCompleted"
+    evaluation_id: str
+    suite: str
+    task: str
+    items: int
+    seed: int
+    k: int
+    temperature: float
+    greedy: bool
+    correct: int
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    policy_version: str
+    checkpoint_sha256: str | None
+    model: str
+    item_seeds: list[int]
+    mean_score: float = 0.0
+    ci_method: str = "wilson-95"
+    item_correct: list[int] = msgspec.field(default_factory=list)
+    item_ids: list[str] = msgspec.field(default_factory=list)
+    seed_rule: str = ""
+    policy_run_id: str | None = None
+    generator: str = ""
+    task_config: dict[str, Any] = msgspec.field(default_factory=dict)
+    prompt_version: str = ""
+    max_new_tokens: int | None = None
+    scoring_errors: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
 EVENT_TYPES: dict[str, type[EventPayload]] = {
     cls.TYPE: cls
     for cls in (
@@ -300,6 +353,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         RegretEstimated,
         PolicyUpdated,
         RunStopped,
+        EvaluationCompleted,
     )
 }
 

@@ -211,9 +211,11 @@ class TransformersPolicy:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def close(self) -> None:
-        """Drop the model (and its static caches) so its memory can be freed."""
-        self.sampler = None  # type: ignore[assignment]
-        self.model = None
+        """Free the decoding state (static KV cache, compiled graphs) and the CUDA cache; the
+        weights stay, so the policy can still be inspected (a later generate rebuilds its cache)."""
+        self.sampler.invalidate()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def describe(self) -> dict[str, Any]:
         p = next(self.model.parameters())

@@ -1,0 +1,268 @@
+"""``spade-engine eval SUITE...``: score a policy on held-out suites and record the results.
+
+The policy is ``--model M`` (a local model, a hub id available offline, ``tiny[:SEED]``, or
+``procedural`` for the labelled simulation) or ``--run R [--version V]`` (that run's checkpoint;
+``--model`` then overrides the base model it is loaded into). This module is the one place that
+builds a policy for evaluation (:func:`build_policy`).
+
+Output: a table (or ``--json``) with accuracy per task and its 95% Wilson interval; one
+``EvaluationCompleted`` per task is recorded (see :mod:`.recording` for where).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, console, handle_errors, open_run, out
+from ..errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..policy.protocol import Policy
+    from .checkpoint import RunCheckpoint
+
+__all__ = ["eval_command", "build_policy"]
+
+#: sampling temperature of avg@k when --temperature is not given (the SPADE release's agent)
+DEFAULT_SAMPLING_TEMPERATURE = 0.6
+
+
+def build_policy(
+    model: str, *, device: str, dtype: str, max_new_tokens: int, temperature: float, batch_size: int,
+    checkpoint: "RunCheckpoint | None" = None,
+) -> "Policy":
+    """The policy to evaluate: ``make_policy`` of a PolicyConfig, then the run's checkpoint loaded."""
+    from ..config import PolicyConfig
+    from ..policy.registry import make_policy
+
+    kind = "procedural" if model == "procedural" else "transformers"
+    cfg = PolicyConfig.model_validate({
+        "kind": kind, "model": None if kind == "procedural" else model,
+        "transformers": {"device": device, "dtype": dtype},
+        "generation": {"max_new_tokens": max_new_tokens, "temperature": temperature},
+    })
+    policy = make_policy(cfg)
+    if hasattr(policy, "batch_size"):
+        policy.batch_size = max(int(policy.batch_size), batch_size)
+    if checkpoint is not None:
+        path = str(checkpoint.path) if checkpoint.path is not None else None
+        policy.load_version(checkpoint.version, path)
+    return policy
+
+
+def _run_model(log: Any) -> str:
+    """The model a run's policy was built from (its recorded ``policy.model``)."""
+    from ..recorded import recorded_config_or_default
+
+    cfg = recorded_config_or_default(log)
+    if cfg.policy.kind != "procedural" and cfg.policy.model:
+        return cfg.policy.model
+    raise ConfigError(f"run {log.run_id} records no model to evaluate (a {cfg.policy.kind} policy): pass --model")
+
+
+class _Progress:
+    """Live bars on a terminal; otherwise a plain line per task at most every ``every_s`` seconds."""
+
+    def __init__(self, enabled: bool, every_s: float = 2.0):
+        self.enabled = enabled
+        self.every_s = every_s
+        self.bars: Any = None
+        self.ids: dict[str, Any] = {}
+        self.last: dict[str, float] = {}
+        if enabled and console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bars = Progress(
+                TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=console, transient=False,
+            )
+
+    def __enter__(self) -> "_Progress":
+        if self.bars is not None:
+            self.bars.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bars is not None:
+            self.bars.__exit__(*exc)
+
+    def __call__(self, task: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bars is not None:
+            if task not in self.ids:
+                self.ids[task] = self.bars.add_task(_plain(task).plain, total=total)
+            self.bars.update(self.ids[task], completed=done)
+            return
+        now = time.monotonic()
+        if done >= total or now - self.last.get(task, 0.0) >= self.every_s:
+            self.last[task] = now
+            console.print(_plain(f"eval {task}: {done}/{total} items"), highlight=False)
+
+
+def _plain(text: str) -> Any:
+    """A table cell shown verbatim: no markup, control characters escaped (skills and model
+    names may come from model-written or user text)."""
+    from rich.text import Text
+
+    return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text)))
+
+
+def _table(events: list[Any], title: str) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=_plain(title), box=box.SIMPLE_HEAD, show_edge=False)
+    for col in ("suite", "task", "items", "k", "acc", "95% CI", "score", "err"):
+        flexible = col in ("suite", "task")
+        table.add_column(col, justify="left" if flexible else "right", no_wrap=not flexible, overflow="fold")
+    for ev in events:
+        cells = (
+            ev.suite, ev.task, str(ev.items), str(ev.k), f"{ev.accuracy:.3f}", f"{ev.ci_low:.3f}-{ev.ci_high:.3f}",
+            f"{ev.mean_score:.3f}", str(ev.scoring_errors),
+        )
+        table.add_row(*(_plain(c) for c in cells))
+    return table
+
+
+@handle_errors
+def eval_command(
+    suites: Annotated[list[str], typer.Argument(help="reasoning-gym[:TASK,TASK...] (default tasks if none) or archive:RUN; several allowed.", show_default=False)],
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model: local path, hub id (offline), tiny[:SEED] or procedural. With --run: the base model to load the checkpoint into.")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", help="Evaluate this run's policy (a PolicyUpdated checkpoint).")] = None,
+    version: Annotated[str, typer.Option("--version", help="With --run: policy version (v3), latest, or v0 (base weights).")] = "latest",
+    size: Annotated[Optional[int], typer.Option("--size", "-n", help="Items per reasoning-gym task (default 50); archive: at most this many environments (default all).", min=1)] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Suite seed: picks the items (always from the evaluation seed range).", min=0)] = 0,
+    samples: Annotated[int, typer.Option("--samples", "-k", help="Answers per item: 1 = greedy, k > 1 = avg@k sampled.", min=1)] = 1,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", help=f"Sampling temperature (default 0 for k=1, {DEFAULT_SAMPLING_TEMPERATURE} for k>1).", min=0.0)] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget per answer (per turn for archive environments).", min=1)] = 512,
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Requests per generate call (reasoning-gym).", min=1)] = 16,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", help="auto, bf16, fp16 or fp32.")] = "auto",
+    record_run: Annotated[Optional[str], typer.Option("--record-run", help="Record into this existing run (default: the --run run, else the 'evaluations' log).")] = None,
+    no_record: Annotated[bool, typer.Option("--no-record", help="Print results without recording them.")] = False,
+    config_file: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML config (sandbox limits for archive suites).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Sandbox workers for archive suites (sandbox.workers): plays at once.", min=1)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Score a policy on held-out suites: accuracy per task with a 95% Wilson interval, greedy or
+    avg@k. Each task's result is recorded as an EvaluationCompleted event. Evaluation items come
+    from a seed range no training source uses."""
+    from ..blobs import BlobStore
+    from ..config import load_config
+    from ..events.envelope import new_event_id
+    from ..events.catalogue import payload_to_builtins
+    from ..events.store import open_event_log, resolve_data_dir, resolve_run
+    from .checkpoint import find_checkpoint
+    from .recording import EVALUATIONS_RUN, open_evaluations_log, record
+    from .runner import EvalSettings, evaluate, policy_info
+    from .suites import archive_tasks, parse_suite, reasoning_gym_tasks
+
+    b = check_backend(backend)
+    boot = bootstrap_or_env(bootstrap)
+    root = resolve_data_dir(data_dir)
+    specs = [parse_suite(s) for s in suites]
+    if model is None and run is None:
+        raise ConfigError("give a policy: --model M, or --run R [--version V]")
+    temp = temperature if temperature is not None else (0.0 if samples == 1 else DEFAULT_SAMPLING_TEMPERATURE)
+    settings = EvalSettings(k=samples, temperature=temp, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    cfg = load_config(config_file, overrides={"sandbox.workers": workers})
+
+    target: str | None = None  # where results go, resolved before any work is done
+    if not no_record and record_run is not None:
+        target = resolve_run(record_run, data_dir=root, backend=b, bootstrap=boot)
+
+    checkpoint = None
+    if run is not None:
+        run_id, log = open_run(run, data_dir, b, boot)
+        try:
+            checkpoint = find_checkpoint(log, version, BlobStore(root / "blobs"))
+            if model is None:
+                model = checkpoint.base_model or _run_model(log)
+        finally:
+            log.close()
+
+    tasks = []
+    for spec in specs:
+        if spec.kind == "reasoning-gym":
+            tasks.extend(reasoning_gym_tasks(spec, size=size, seed=seed))
+            continue
+        src_id, src = open_run(spec.run, data_dir, b, boot)
+        try:
+            tasks.extend(archive_tasks(src, size=size, seed=seed))
+        finally:
+            src.close()
+        if checkpoint is not None and src_id == checkpoint.run_id:
+            console.print(
+                f"warning: the policy was trained on run {src_id}: archive:{src_id} is not held out for it",
+                markup=False, highlight=False,
+            )
+
+    labels = [t.label for t in tasks]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"a task is named twice: {', '.join(sorted({x for x in labels if labels.count(x) > 1}))}")
+    assert model is not None
+    policy = build_policy(
+        model, device=device, dtype=dtype, max_new_tokens=max_new_tokens, temperature=temp, batch_size=batch_size,
+        checkpoint=checkpoint,
+    )
+    info = policy_info(
+        policy, checkpoint_sha256=checkpoint.sha256 if checkpoint else None, run_id=checkpoint.run_id if checkpoint else None
+    )
+    pool = None
+    if any(t.dataset is None for t in tasks):
+        from ..sandbox import SandboxPool
+
+        pool = SandboxPool(cfg.sandbox)
+    try:
+        with _Progress(progress) as bar:
+            results = evaluate(
+                policy, tasks, settings, pool=pool, step_timeout_s=cfg.sandbox.step_timeout_s,
+                concurrency=cfg.sandbox.workers, on_progress=bar,
+            )
+    finally:
+        if pool is not None:
+            pool.close()
+        getattr(policy, "close", lambda: None)()
+
+    evaluation_id = new_event_id()
+    events = [r.event(evaluation_id=evaluation_id, policy=info, settings=settings) for r in results]
+    recorded_in = None
+    if not no_record:
+        target = target or (checkpoint.run_id if checkpoint is not None else EVALUATIONS_RUN)
+        if target == EVALUATIONS_RUN:
+            log = open_evaluations_log(root, backend=b, bootstrap=boot)
+        else:
+            log = open_event_log(target, data_dir=root, backend=b, bootstrap=boot)
+        try:
+            record(log, events)
+        finally:
+            log.close()
+        recorded_in = target
+
+    if as_json:
+        doc = {
+            "evaluation_id": evaluation_id,
+            "recorded_in": recorded_in,
+            "policy": {"version": info.version, "model": info.model, "checkpoint_sha256": info.checkpoint_sha256, "run_id": info.run_id},
+            "results": [payload_to_builtins(e) for e in events],
+        }
+        print(json.dumps(doc, sort_keys=True))
+        return
+    mode = "greedy" if settings.greedy else f"avg@{settings.k}, temperature {settings.temperature:g}"
+    out.print(_table(events, f"{info.model} {info.version} ({mode})"))
+    where = f"recorded in {recorded_in}" if recorded_in else "not recorded"
+    out.print(
+        f"evaluation {evaluation_id}: {len(events)} task(s), {where}. acc: answers the task's verifier "
+        "scored 1.0 (avg@k); 95% CI: Wilson over items; score: mean verifier score; err: verifier errors "
+        "or abnormal plays",
+        markup=False, highlight=False, soft_wrap=True,
+    )
