@@ -1,6 +1,7 @@
 """The difficulty audit: a run's log replayed into fresh projections (optionally only up to an
 offset or a time), summarised as a self-contained HTML report (plotly.js inlined), CSV tables
-of the difficulty series and the environment table, and a terminal summary.
+of the difficulty series and the environment table (text cells that a spreadsheet would read as a
+formula are escaped with a leading ``'``), and a terminal summary.
 
 Everything comes from the projections (:func:`~spade_engine.archive.replay.replay_run` into a
 temporary directory, read through :class:`~spade_engine.dashboard.views.RunView`); the same log
@@ -22,6 +23,7 @@ from typing import Any
 from ..archive.difficulty import DEFAULT_WINDOW
 from ..archive.replay import replay_run, run_config
 from ..events.log import Cursor, EventLog
+from .security import spreadsheet_safe
 from .views import METRICS, RunView
 
 __all__ = ["Audit", "build_audit", "write_audit", "print_summary", "frontier_bucket", "BUCKETS"]
@@ -152,8 +154,11 @@ def _replayed(log: EventLog, cursor: Cursor):
 
 
 def _cell(v: Any) -> str:
+    """One CSV cell: numbers as written, text that a spreadsheet would read as a formula escaped."""
     if v is None:
         return ""
+    if isinstance(v, str):
+        return spreadsheet_safe(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
