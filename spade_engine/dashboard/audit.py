@@ -170,7 +170,9 @@ def _cell(v: Any) -> str:
 
 def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    # RFC 4180 line ends: with "\r\n" as the terminator the writer also quotes a cell holding a
+    # lone carriage return, which would otherwise end the row for readers
+    w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(columns)
     for r in rows:
         w.writerow([_cell(r.get(c)) for c in columns])
@@ -323,7 +325,7 @@ def write_audit(a: Audit, out_dir: str | Path, *, generated_at: str | None = Non
     for name, text in files.items():
         path = out / name
         tmp = path.with_name(path.name + ".part")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", newline="")
         tmp.replace(path)
         written.append(path)
     return written
