@@ -128,6 +128,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         await asyncio.to_thread(live.series_rows)  # the charts' rows, ready for the first page
+        await asyncio.to_thread(live.curves)
         if server_process:
             # Snapshots of a big run are millions of long-lived objects: move them out of the
             # garbage collector's sight, so its full collections (which hold the GIL for hundreds

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CURVE_METRICS", "env_order", "env_value", "rolling_mean", "thin", "env_curves", "training_curves",
+__all__ = ["CURVE_METRICS", "env_order", "env_column", "rolling_mean", "thin", "env_curves", "training_curves",
            "training_metric_order", "MAX_POINTS"]
 
 #: the difficulty metrics charted per environment (same keys and labels as the windowed series)
@@ -43,12 +43,11 @@ def env_order(envs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[
     return sorted(envs.items(), key=lambda kv: (kv[1]["t"], kv[0]))
 
 
-def env_value(env: Mapping[str, Any], metric: str) -> float | None:
-    """One environment's value of ``metric`` (``None``: it has none)."""
-    if metric == "validation_pass_rate":
-        return (1.0 if env["valid"] else 0.0) if "valid" in env else None
-    v = env.get(metric)
-    return None if v is None else float(v)
+def env_column(envs: list[Mapping[str, Any]], metric: str) -> np.ndarray:
+    """Each environment's value of ``metric`` (NaN: it has none); ``validation_pass_rate`` is
+    its validation verdict (1 valid, 0 invalid)."""
+    key = "valid" if metric == "validation_pass_rate" else metric
+    return np.array([e.get(key) for e in envs], dtype=np.float64)  # None -> NaN, True/False -> 1/0
 
 
 def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
@@ -70,8 +69,8 @@ def thin(n: int, max_points: int) -> np.ndarray:
     return np.arange(n - 1, -1, -step)[::-1]
 
 
-def _round(a: Iterable[float]) -> list[float]:
-    return [round(float(v), _DIGITS) for v in a]
+def _round(a: np.ndarray) -> list[float]:
+    return np.round(a, _DIGITS).tolist()
 
 
 def env_curves(envs: Mapping[str, Mapping[str, Any]], window: int, *, max_points: int = MAX_POINTS) -> dict[str, Any]:
@@ -79,33 +78,35 @@ def env_curves(envs: Mapping[str, Mapping[str, Any]], window: int, *, max_points
     (rolling mean of the group's last ``window`` values), ``ids`` (env ids) and ``n`` (points
     before thinning); ``latest`` holds each group's newest rolling means."""
     order = env_order(envs)
-    groups: dict[str, list[tuple[int, str, Mapping[str, Any]]]] = {"*": []}
-    for i, (env_id, env) in enumerate(order):
-        groups["*"].append((i, env_id, env))
-        groups.setdefault(env.get("skill") or "?", []).append((i, env_id, env))
+    ids = [env_id for env_id, _ in order]
+    rows = [env for _, env in order]
+    columns = {m: env_column(rows, m) for m in CURVE_METRICS}
+    skill_of = [env.get("skill") or "?" for env in rows]
+    skills = np.array(skill_of, dtype=object)
     out: dict[str, dict[str, Any]] = {}
     latest: dict[str, dict[str, float | None]] = {}
     thinned = False
-    for group in ["*", *sorted(g for g in groups if g != "*")]:
-        members = groups[group]
+    for group in ["*", *sorted(set(skill_of))]:
+        members = np.ones(len(order), dtype=bool) if group == "*" else skills == group
         curves: dict[str, Any] = {}
         latest[group] = {}
         for metric in CURVE_METRICS:
-            pts = [(i, env_id, v) for i, env_id, env in members if (v := env_value(env, metric)) is not None]
-            if not pts:
+            col = columns[metric]
+            at = np.flatnonzero(members & ~np.isnan(col))
+            if not len(at):
                 curves[metric] = {"x": [], "y": [], "mean": [], "ids": [], "n": 0}
                 latest[group][metric] = None
                 continue
-            y = np.array([v for _, _, v in pts], dtype=np.float64)
+            y = col[at]
             mean = rolling_mean(y, window)
-            keep = thin(len(pts), max_points)
-            thinned = thinned or len(keep) < len(pts)
+            keep = thin(len(at), max_points)
+            thinned = thinned or len(keep) < len(at)
             curves[metric] = {
-                "x": [pts[k][0] for k in keep],
+                "x": at[keep].tolist(),
                 "y": _round(y[keep]),
                 "mean": _round(mean[keep]),
-                "ids": [pts[k][1] for k in keep],
-                "n": len(pts),
+                "ids": [ids[k] for k in at[keep]],
+                "n": int(len(at)),
             }
             latest[group][metric] = round(float(mean[-1]), _DIGITS)
         out[group] = curves

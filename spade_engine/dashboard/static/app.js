@@ -56,7 +56,11 @@ window.addEventListener("hashchange", () => { const id = envFromHash(); if (id !
 
 // ---- counters ------------------------------------------------------------------------------
 function renderSummary(s) {
-  const latest = s.latest || {};
+  S.summary = s;
+  // the newest rolling means at the page's window (the summary's are at the server's default)
+  const own = S.series && S.series.window === S.window && S.series.latest ? S.series.latest["*"] : null;
+  const latest = own || s.latest || {};
+  const win = own ? S.series.window : s.window;
   const vals = Object.assign({}, s.counts, {
     events: s.events, accepted: (s.verdicts || {}).accepted || 0, rejected: (s.verdicts || {}).rejected || 0,
     events_per_s: s.events_per_s, latest_regret: latest.regret, latest_win: latest.win_rate_plain,
@@ -64,7 +68,7 @@ function renderSummary(s) {
   const box = document.getElementById("counters");
   box.replaceChildren(...COUNTERS.map(([k, label]) => el("div", { class: "counter", id: "counter-" + k },
     el("div", { class: "v" }, fmt(vals[k] === undefined ? 0 : vals[k], 3)),
-    el("div", { class: "k" }, label.replace("(rolling)", `(last ${s.window || "?"})`)))));
+    el("div", { class: "k" }, label.replace("(rolling)", `(last ${win || "?"})`)))));
   const st = document.getElementById("status");
   if (s.error) { st.textContent = "error: " + s.error; st.className = "badge down"; }
   else if (!s.caught_up) { st.textContent = `catching up ${s.applied} / ${s.log_end_at_start}`; st.className = "badge catching"; }
@@ -95,6 +99,7 @@ function emptyNote(layout, text) {
 }
 function renderSeries(data) {
   S.series = data;
+  if (S.summary) renderSummary(S.summary);
   const only = document.getElementById("skill-filter").value;
   const skills = Object.keys(data.groups).filter((s) => s !== "*").sort();
   const sel = document.getElementById("skill-filter");
@@ -221,6 +226,9 @@ async function loadEnvs() {
   const pages = Math.max(1, Math.ceil(data.total / S.envLimit));
   S.envPages = pages;
   document.getElementById("env-count").textContent = `${data.total} environments · page ${S.envPage + 1} of ${pages}`;
+  const key = JSON.stringify(data.rows);
+  if (key === S.envRowsKey) return;  // unchanged: keep the rows (and what the pointer is on)
+  S.envRowsKey = key;
   document.querySelector("#env-table tbody").replaceChildren(...data.rows.map((r) =>
     el("tr", { "data-env-id": r.env_id, class: r.env_id === S.selected ? "sel" : "", onclick: () => goEnv(r.env_id) },
       el("td", {}, envLink(r.env_id)), el("td", {}, r.skill),
