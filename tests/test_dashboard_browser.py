@@ -174,6 +174,17 @@ def test_charts_show_what_the_api_says_and_env_urls_open(tmp_path, browser):
         browser.find_element(By.ID, "training-all").click()
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#training-charts figure")) == len(training["metrics"]))
 
+        # one skill: its own environments and mean line
+        from selenium.webdriver.support.ui import Select
+
+        Select(browser.find_element(By.ID, "skill-filter")).select_by_value("logic")
+        wait.until(lambda d: [t["name"] for t in _plotted(d, "chart-regret")["traces"]] == ["each logic environment", "logic"])
+        for m in METRICS:
+            dots, mean = _plotted(browser, f"chart-{m}")["traces"]
+            api = series["groups"]["logic"][m]
+            assert dots["x"] == api["x"] and dots["ids"] == api["ids"] and _nums(mean["y"]) == pytest.approx(api["mean"]), m
+        Select(browser.find_element(By.ID, "skill-filter")).select_by_value("")
+
         # another rolling window: the page refetches, puts it in its URL, and plots the new means
         box = browser.find_element(By.ID, "window")
         box.clear()
@@ -215,3 +226,31 @@ def test_charts_show_what_the_api_says_and_env_urls_open(tmp_path, browser):
 
         severe = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE" and "no-such-env" not in e.get("message", "")]
         assert not severe, severe  # nothing refused by the CSP, no script errors
+
+
+def test_run_text_stays_text_in_charts_legends_and_views(tmp_path, browser):
+    """Skill names, env ids, hints and check details from the run are shown as text: in chart
+    legends and hover labels (plotly's markup escaped), in the table and in the environment view."""
+    from dashboard_support import proposed, scored, started, validated
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    evil = '<img src=x onerror="window.__pwned=1"><b>bold</b>'
+    env_id = 'env-<i onmouseover="window.__pwned=2">x</i>'
+    ev = [started(), proposed(env_id, skill=evil), validated(env_id), *scored(env_id, [1, 0], [1, 1], 0.5, skill=evil)]
+    write_run(tmp_path / "data", ev)
+    with Served(create_app(tmp_path / "data", RUN_ID)) as srv:
+        wait = WebDriverWait(browser, 30, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException])
+        from urllib.parse import quote
+
+        browser.get(srv.url + "#/env/" + quote(env_id, safe=""))
+        wait.until(lambda d: d.find_element(By.ID, "env-title").text == env_id)
+        wait.until(lambda d: d.execute_script("return document.body.dataset.loaded") is not None)
+        wait.until(lambda d: len(d.execute_script("return document.getElementById('chart-regret').data || []")) == 3)
+        legend = browser.find_element(By.CSS_SELECTOR, "#chart-regret .legend").text
+        assert evil in legend  # the literal text, not an image and bold markup
+        assert browser.find_element(By.CSS_SELECTOR, f'#env-table tr td:nth-child(2)').text == evil
+        assert evil in browser.find_element(By.ID, "env-detail").text
+        assert not browser.find_elements(By.CSS_SELECTOR, 'img[src="x"], #charts b, #env-detail b:not(:empty) i, #env-table i')
+        assert browser.execute_script("return window.__pwned === undefined")

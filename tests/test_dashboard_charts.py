@@ -115,6 +115,7 @@ def test_env_table_links_rejected_environments_to_their_repairs_and_env_urls_red
         page = c.get("env/env-c", follow_redirects=True)
         assert page.status_code == 200 and 'src="static/app.js?token=tok"' in page.text
         assert c.get("env/a%20b%3F", follow_redirects=False).headers["location"] == "../?token=tok#/env/a%20b%3F"
+        assert c.get("env/a/b%2Fc", follow_redirects=False).headers["location"] == "../../../?token=tok#/env/a%2Fb%2Fc"
 
 
 def test_rolling_mean_and_thinning_keep_every_plotted_value_exact():

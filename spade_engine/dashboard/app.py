@@ -171,11 +171,13 @@ def create_app(
                 .replace("__WINDOW__", str(int(window))))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
-    @app.get("/env/{env_id}")
+    @app.get("/env/{env_id:path}")
     def env_page(env_id: str) -> RedirectResponse:
         """A shareable address of one environment: the dashboard opened on it."""
-        # relative, so it holds behind a proxy that mounts the dashboard under a prefix
-        return RedirectResponse("../" + page_qs + "#/env/" + quote(env_id, safe=""), status_code=307)
+        # relative (one level up per path segment), so it holds behind a proxy that mounts the
+        # dashboard under a prefix
+        up = "../" * (1 + env_id.count("/"))
+        return RedirectResponse(up + page_qs + "#/env/" + quote(env_id, safe=""), status_code=307)
 
     @app.get("/static/plotly.min.js")
     def plotly_js() -> FileResponse:
@@ -240,7 +242,7 @@ def create_app(
     ) -> dict[str, Any]:
         return view.envs(verdict=verdict, skill=skill, q=q, sort=sort, desc=desc, limit=limit, offset=offset)
 
-    @app.get("/api/envs/{env_id}")
+    @app.get("/api/envs/{env_id:path}")  # an env id may hold "/"
     def env(env_id: str) -> dict[str, Any]:
         found = locked(view.env, env_id)
         if found is None:

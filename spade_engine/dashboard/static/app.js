@@ -121,9 +121,9 @@ function renderSeries(data) {
       const label = g === "*" ? "all skills" : g;
       const color = g === "*" ? "#111827" : PALETTE[(skills.indexOf(g) + PALETTE.length) % PALETTE.length];
       if (g === groups[0]) {
-        traces.push({ type: "scatter", mode: "markers", name: g === "*" ? "each environment" : plotText(`each ${label} environment`), x: c.x, y: c.y, customdata: c.ids,
-          marker: { size: 5, color: g === "*" ? "#94a3b8" : color, opacity: 0.55 },
-          hovertemplate: "%{customdata}<br>env #%{x} · %{y:.3f}<extra></extra>" });
+        traces.push({ type: "scatter", mode: "markers", name: g === "*" ? "each environment" : plotText(`each ${label} environment`), x: c.x, y: c.y,
+          customdata: c.ids, text: c.ids.map(plotText), marker: { size: 5, color: g === "*" ? "#94a3b8" : color, opacity: 0.55 },
+          hovertemplate: "%{text}<br>env #%{x} · %{y:.3f}<extra></extra>" });
       }
       traces.push({ type: "scatter", mode: "lines", name: plotText(label), x: c.x, y: c.mean, customdata: c.ids,
         line: { width: g === "*" ? 2.5 : 1.6, color, shape: "linear" },
@@ -270,8 +270,16 @@ async function openEnv(id, scroll) {
   if (scroll) document.getElementById("environments").scrollIntoView({ block: "start" });
   let e;
   try { e = await api("api/envs/" + encodeURIComponent(id)); }
-  catch (err) { box.replaceChildren(el("h3", { id: "env-title", class: "mono" }, id), el("p", { class: "fail" }, "no such environment in this run (" + String(err) + ")")); return; }
+  catch (err) {
+    // not (yet) in the archive: look again after each refresh while the dashboard catches up
+    S.missingEnv = id;
+    const catching = !S.summary || !S.summary.caught_up;
+    box.replaceChildren(el("h3", { id: "env-title", class: "mono" }, id), el("p", { class: catching ? "muted" : "fail" },
+      catching ? "not in the archive yet: the dashboard is still reading the log" : "no such environment in this run (" + String(err) + ")"));
+    return;
+  }
   if (S.selected !== id) return;  // another environment was opened meanwhile
+  S.missingEnv = null;
   const code = el("div", { id: "env-code" }); code.innerHTML = e.code_html;  // pygments output: escaped server-side
   const kv = [["skill", e.skill], ["verdict", e.verdict + (e.error_kind ? " · " + e.error_kind : "") + (e.failed_check ? " · failed " + e.failed_check : "")],
     ["difficulty asked", fmt(e.difficulty, 2)], ["class", e.class_name], ["attempt", e.attempt], ["document", [e.document_source, e.document_title].filter(Boolean).join(" · ")],
@@ -315,6 +323,7 @@ async function refreshAll() {
   const sk = document.getElementById("env-skill"); const have = new Set([...sk.options].map((o) => o.value));
   for (const s of skills) if (!have.has(s)) sk.append(el("option", { value: s }, s));
   await loadEnvs();
+  if (S.missingEnv !== null && S.missingEnv !== undefined && S.missingEnv === S.selected) await openEnv(S.missingEnv);
   document.body.dataset.loaded = String(S.version);
 }
 function scheduleRefresh() {
