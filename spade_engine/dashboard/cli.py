@@ -48,7 +48,7 @@ def dashboard_cmd(
     ] = 10,
     allow_host: Annotated[
         Optional[list[str]],
-        typer.Option("--allow-host", show_default=False,
+        typer.Option("--allow-host", show_default=False, metavar="HOST",
                      help="Also answer requests whose Host header names this host (repeatable; '*.example.org' "
                           "patterns; loopback names and the bound address are always allowed)."),
     ] = None,
@@ -56,8 +56,9 @@ def dashboard_cmd(
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Serve a live web dashboard of a run (counters, difficulty charts, event feed, environment
-    browser, policy versions); works on finished and running runs."""
+    """Serve a live web dashboard of a run (counters, difficulty charts by environment with rolling
+    means, training curves by policy version, event feed, environment browser with a shareable
+    /#/env/<id> address, policy versions); works on finished and running runs."""
     import uvicorn
 
     from .app import create_app
