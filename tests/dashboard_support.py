@@ -66,8 +66,8 @@ def scored(env_id: str, plain: list[float], hinted: list[float], reward: float, 
     return out
 
 
-def audit_run() -> list[Envelope]:
-    """Six environments (windows of 2 in this order):
+def audit_run(config: dict | None = None) -> list[Envelope]:
+    """Six environments (windows of 2 in this order; environment index 0-5):
 
     ======  =====  ========================  =========  ==========  ======  ======
     env     skill  verdict                   win plain  win hinted  regret  reward
@@ -80,9 +80,24 @@ def audit_run() -> list[Envelope]:
     env-f   logic  accepted, repairs env-c   0.5        1.0         0.5     0.8
     ======  =====  ========================  =========  ==========  ======  ======
 
-    then PolicyUpdated v1 (loss 0.25) and RunStopped.
+    then PolicyUpdated v1 (loss 0.25) and RunStopped. ``config``: the RunStarted config.
     """
-    ev = [make_envelope(RunStarted(config={"seed": 0}, engine_version="test", seed=0), run_id=RUN_ID, producer="test")]
+    ev = [started(config)]
+    ev += six_environments()
+    ev.append(make_envelope(PolicyUpdated(version="v1", parent_version="v0", checkpoint=None, step=1,
+                                          metrics={"loss": 0.25}), run_id=RUN_ID, producer="trainer"))
+    ev.append(make_envelope(RunStopped(reason="completed"), run_id=RUN_ID, producer="test"))
+    return ev
+
+
+def started(config: dict | None = None) -> Envelope:
+    return make_envelope(RunStarted(config=config or {"seed": 0}, engine_version="test", seed=0), run_id=RUN_ID,
+                         producer="test")
+
+
+def six_environments() -> list[Envelope]:
+    """The environments of :func:`audit_run`."""
+    ev: list[Envelope] = []
     ev += [proposed("env-a"), validated("env-a"), *scored("env-a", [1, 0], [1, 1], 0.9)]
     ev += [proposed("env-b"), validated("env-b"), *scored("env-b", [1, 0, 0, 0], [1, 1, 1, 1], 0.3)]
     ev += [proposed("env-c", code="class Broken(:\n"),
@@ -91,8 +106,74 @@ def audit_run() -> list[Envelope]:
     ev += [proposed("env-e"), validated("env-e", accepted=False, novel=False, novelty=0.01, nearest="env-a")]
     ev += [proposed("env-f", skill="logic", parents=["env-a"], repair_of="env-c", attempt=1), validated("env-f"),
            *scored("env-f", [1, 0], [1, 1], 0.8, skill="logic")]
-    ev.append(make_envelope(PolicyUpdated(version="v1", parent_version="v0", checkpoint=None, step=1,
-                                          metrics={"loss": 0.25}), run_id=RUN_ID, producer="trainer"))
+    return ev
+
+
+#: PolicyUpdated metrics of :func:`training_run`, by step (v1 records no kl)
+TRAINING = [
+    {"loss": 0.9, "grad_norm": 2.0, "clip_fraction": 0.3, "agent_reward_mean": 0.2, "tokens": 100.0},
+    {"loss": 0.6, "grad_norm": 1.5, "kl": 0.01, "clip_fraction": 0.2, "agent_reward_mean": 0.4, "tokens": 120.0},
+    {"loss": 0.5, "grad_norm": 1.2, "kl": 0.02, "clip_fraction": 0.1, "agent_reward_mean": 0.5, "tokens": 90.0},
+    {"loss": 0.3, "grad_norm": 1.0, "kl": 0.015, "clip_fraction": 0.1, "agent_reward_mean": 0.7, "tokens": 110.0},
+]
+#: further counters every update records (so some metrics are beyond the page's headline set)
+EXTRA_METRICS = ("groups", "groups_used", "samples", "seconds", "tokens_per_s", "untokenized", "zero_variance_groups")
+
+
+def policy_updates(metrics: list[dict[str, float]], *, first_step: int = 1) -> list[Envelope]:
+    """PolicyUpdated v1, v2, ... at steps 1, 2, ... with the given metrics."""
+    out = []
+    for k, m in enumerate(metrics):
+        step = first_step + k
+        out.append(make_envelope(PolicyUpdated(version=f"v{step}", parent_version=f"v{step - 1}", checkpoint=None,
+                                               step=step, metrics=m), run_id=RUN_ID, producer="trainer"))
+    return out
+
+
+def training_run(config: dict | None = None) -> list[Envelope]:
+    """:func:`audit_run`'s environments, then the four updates of :data:`TRAINING` (each with the
+    :data:`EXTRA_METRICS` too, value = step), then RunStopped."""
+    metrics = [{**m, **{k: float(i + 1) for k in EXTRA_METRICS}} for i, m in enumerate(TRAINING)]
+    return [started(config), *six_environments(), *policy_updates(metrics),
+            make_envelope(RunStopped(reason="completed"), run_id=RUN_ID, producer="test")]
+
+
+def chart_run(n: int = 36, config: dict | None = None) -> list[Envelope]:
+    """A short run to look at: ``n`` environments over three skills with a plain win rate that
+    falls as the run goes on, every 7th one rejected (syntax) and repaired by the next, every
+    11th a duplicate, a policy update every 6 environments; band [0.3, 0.7]."""
+    ev = [started(config or {"seed": 0, "reward": {"band_low": 0.3, "band_high": 0.7}})]
+    skills = ("math", "logic", "text")
+    updates = []
+    version = 0
+    for i in range(n):
+        env_id = f"env-{i:03d}"
+        prev = f"env-{i - 1:03d}"
+        repair = prev if i % 7 == 1 and i > 1 else None
+        skill = skills[(i - 1) % 3] if repair else skills[i % 3]  # a repair keeps its skill
+        ev.append(proposed(env_id, skill=skill, repair_of=repair, attempt=1 if repair else 0,
+                           code="class Broken(:\n" if i % 7 == 0 and i else CODE))
+        if i % 7 == 0 and i:
+            ev.append(validated(env_id, valid=False, accepted=False, error_kind="syntax", failed_check="parse",
+                                novelty=None, novel=None))
+        elif i % 11 == 5:
+            ev.append(validated(env_id, accepted=False, novel=False, novelty=0.02 + 0.001 * i, nearest="env-000"))
+        else:
+            ev.append(validated(env_id, novelty=round(0.25 + 0.5 * ((i * 37) % 10) / 10, 3)))
+            p = max(0.0, min(1.0, 0.95 - 0.022 * i + 0.15 * (((i * 5) % 7) - 3) / 3))
+            wins = round(4 * p)
+            plain = [1.0] * wins + [0.0] * (4 - wins)
+            hwins = min(4, wins + 1 + i % 2)
+            hinted = [1.0] * hwins + [0.0] * (4 - hwins)
+            reward = round(0.2 + 0.6 * (hwins - wins) / 4 + 0.1 * (i % 3), 3)
+            ev += scored(env_id, plain, hinted, reward, skill=skill)
+        if i % 6 == 5:
+            version += 1
+            updates.append(version)
+            ev += policy_updates([{"loss": round(1.0 / (1 + 0.4 * version), 4), "grad_norm": round(2.5 - 0.3 * version, 3),
+                                   "kl": round(0.004 * version, 4), "clip_fraction": round(0.25 - 0.03 * version, 3),
+                                   "agent_reward_mean": round(0.3 + 0.05 * version, 3), "tokens": 1000.0 + 10 * version,
+                                   "samples": 16.0}], first_step=version)
     ev.append(make_envelope(RunStopped(reason="completed"), run_id=RUN_ID, producer="test"))
     return ev
 

@@ -136,3 +136,49 @@ def test_audit_bad_until_is_one_line_error(data_dir):
     res = runner.invoke(app, ["audit", "--data-dir", str(data_dir), "--until", "yesterday-ish"])
     assert res.exit_code == 2
     assert "--until" in res.output and "Traceback" not in res.output
+
+
+def test_csv_text_cells_cannot_start_a_formula(tmp_path):
+    """environments.csv and difficulty.csv: a text cell a spreadsheet would run as a formula
+    (leading = + - @, tab, carriage return) gets a leading quote; numbers (negative ones too)
+    are written as numbers."""
+    from dashboard_support import proposed, scored, started, validated
+
+    hostile = {
+        "=HYPERLINK(\"http://evil.example\",\"click\")": "=",
+        "+1+cmd|' /C calc'!A0": "+",
+        "-2+3": "-",
+        "@SUM(A1:A9)": "@",
+        "\tTAB": "\t",
+        "\rCR": "\r",
+    }
+    ev = [started()]
+    for i, skill in enumerate(hostile):
+        env_id = f"env-{i}"
+        ev += [proposed(env_id, skill=skill), validated(env_id, nearest="=cmd()" if i == 0 else None),
+               *scored(env_id, [1, 0], [1, 1], -0.5, skill=skill)]
+    ev += [proposed("@env-odd", skill="plain"), validated("@env-odd", valid=False, accepted=False, error_kind="syntax",
+                                                          failed_check="parse", novelty=None, novel=None)]
+    write_run(tmp_path / "data", ev)
+    out = tmp_path / "report"
+    res = runner.invoke(app, ["audit", "--data-dir", str(tmp_path / "data"), "--out", str(out), "--window", "2"])
+    assert res.exit_code == 0, res.output
+    envs = {r["env_id"]: r for r in _rows(out / "environments.csv")}
+    assert set(envs) == {f"env-{i}" for i in range(len(hostile))} | {"'@env-odd"}
+    for i, skill in enumerate(hostile):
+        row = envs[f"env-{i}"]
+        assert row["skill"] == "'" + skill, row["skill"]
+        assert row["designer_reward"] == "-0.5" and _f(row["designer_reward"]) == -0.5  # a number, untouched
+        assert row["regret"] == "0.5" and row["plays_plain"] == "2"
+    assert envs["env-0"]["nearest_env_id"] == "'=cmd()" and envs["'@env-odd"]["verdict"] == "rejected"
+    series = _rows(out / "difficulty.csv")
+    assert {r["skill"] for r in series} == {"*", "plain", *("'" + s for s in hostile)}
+    assert any(r["last_env"] == "'@env-odd" for r in series)
+    assert all(_f(r["designer_reward"]) == -0.5 for r in series if r["designer_reward"])
+    # no cell of either file starts a formula
+    for name in ("environments.csv", "difficulty.csv"):
+        with open(out / name, newline="") as fh:
+            for row in csv.reader(fh):
+                for cell in row:
+                    assert not cell.startswith(("=", "+", "@", "\t", "\r")), (name, cell)
+                    assert not cell.startswith("-") or _f(cell) is not None, (name, cell)

@@ -6,6 +6,14 @@ server-sent-event stream of what changes.
 ``token`` every request (page, API, static files and the SSE stream) must carry it, as
 ``Authorization: Bearer <token>``, ``X-Spade-Token: <token>`` or ``?token=<token>``; the page
 passes it on to the requests it makes.
+
+Every request must also name an allowed host in its Host header (loopback names by default, see
+:func:`~spade_engine.dashboard.security.allowed_hosts`; others get 400), every response carries the
+headers of :mod:`~spade_engine.dashboard.security` (CSP without inline scripts, no framing, no
+sniffing, no referrer), and JSON responses escape U+2028/U+2029/U+0085.
+
+The page's routes: ``/`` (the dashboard; ``/#/env/<env_id>`` opens the environment browser on one
+environment) and ``/env/<env_id>`` (a redirect there).
 """
 
 from __future__ import annotations
@@ -18,14 +26,21 @@ import json
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Optional
 from urllib.parse import parse_qs, quote
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..archive.difficulty import DEFAULT_WINDOW
 from ..events.store import DataDir, open_event_log, resolve_run
+from .curves import training_curves
+from .security import SafeJSONResponse, SecurityHeadersMiddleware, allowed_hosts as default_allowed_hosts
 from .sse import Hub, format_sse
 from .state import LiveState
 from .views import RunView, highlight_css
@@ -89,25 +104,31 @@ def create_app(
     poll_interval_s: float = 0.02,
     window: int = DEFAULT_WINDOW,
     server_process: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
     """The dashboard app for ``run_id`` (``None``: the latest run) in ``data_dir``.
 
-    The projections' snapshots live in ``state_dir`` (default ``<run dir>/dashboard``).
+    ``window``: environments per rolling mean (and per window of the windowed series) unless a
+    request asks for another. ``allowed_hosts``: the Host-header allow list (default: loopback
+    names only). The projections' snapshots live in ``state_dir`` (default ``<run dir>/dashboard``).
     ``server_process``: this process only serves the dashboard, so the app may tune the
     process-wide garbage collector and thread switch interval for a low SSE lag.
     """
+    if window < 1:
+        raise ValueError("window must be >= 1")
     root = Path(data_dir)
     run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
     log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
     sdir = Path(state_dir) if state_dir else DataDir(root).run_dir(run) / "dashboard"
     view = RunView(log, sdir, window=window)
     hub = Hub()
-    live = LiveState(log, view, hub, poll_interval_s=poll_interval_s)
+    live = LiveState(log, view, hub, poll_interval_s=poll_interval_s, window=window)
     index_template = (STATIC_DIR / "index.html").read_text()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         await asyncio.to_thread(live.series_rows)  # the charts' rows, ready for the first page
+        await asyncio.to_thread(live.curves)
         if server_process:
             # Snapshots of a big run are millions of long-lived objects: move them out of the
             # garbage collector's sight, so its full collections (which hold the GIL for hundreds
@@ -124,7 +145,8 @@ def create_app(
             view.close()
             log.close()
 
-    app = FastAPI(title=f"spade-engine dashboard: {run}", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title=f"spade-engine dashboard: {run}", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None, default_response_class=SafeJSONResponse)
     app.state.live = live
     app.state.view = view
     app.state.run_id = run
@@ -133,11 +155,29 @@ def create_app(
         with live.lock:
             return fn(*args, **kwargs)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        return SafeJSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_request: Request, exc: RequestValidationError) -> Response:
+        return SafeJSONResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
+
+    page_qs = f"?token={quote(token)}" if token else ""
+
     @app.get("/", response_class=HTMLResponse)
     def index(request: Request) -> HTMLResponse:
-        qs = f"?token={quote(token)}" if token else ""
-        page = index_template.replace("__QS__", html.escape(qs)).replace("__RUN__", html.escape(run))
+        page = (index_template.replace("__QS__", html.escape(page_qs)).replace("__RUN__", html.escape(run))
+                .replace("__WINDOW__", str(int(window))))
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    @app.get("/env/{env_id:path}")
+    def env_page(env_id: str) -> RedirectResponse:
+        """A shareable address of one environment: the dashboard opened on it."""
+        # relative (one level up per path segment), so it holds behind a proxy that mounts the
+        # dashboard under a prefix
+        up = "../" * (1 + env_id.count("/"))
+        return RedirectResponse(up + page_qs + "#/env/" + quote(env_id, safe=""), status_code=307)
 
     @app.get("/static/plotly.min.js")
     def plotly_js() -> FileResponse:
@@ -164,9 +204,19 @@ def create_app(
         return live.recent(after)
 
     @app.get("/api/series")
-    def series() -> dict[str, Any]:
+    def series(window: Optional[int] = Query(None, ge=1, le=1_000_000)) -> dict[str, Any]:
+        """Per-environment curves with rolling means of ``window`` environments (x: environment
+        index), the frontier band, and the windowed rows (``rows``, windows of ``rows_window``)."""
         rows = live.series_rows()
-        return view.series(rows, live.window_size())
+        out = view.series(rows, live.window_size())
+        out["rows_window"] = out.pop("window")
+        out.update(live.curves(window), x="environment index")
+        return out
+
+    @app.get("/api/training")
+    def training(window: Optional[int] = Query(None, ge=1, le=1_000_000)) -> dict[str, Any]:
+        """Training curves from PolicyUpdated metrics (x: the policy version's step)."""
+        return training_curves(view.policies(), window or live.window) | {"x_label": "policy version (step)"}
 
     @app.get("/api/rejections")
     def rejections() -> list[dict[str, Any]]:
@@ -192,7 +242,7 @@ def create_app(
     ) -> dict[str, Any]:
         return view.envs(verdict=verdict, skill=skill, q=q, sort=sort, desc=desc, limit=limit, offset=offset)
 
-    @app.get("/api/envs/{env_id}")
+    @app.get("/api/envs/{env_id:path}")  # an env id may hold "/"
     def env(env_id: str) -> dict[str, Any]:
         found = locked(view.env, env_id)
         if found is None:
@@ -218,4 +268,9 @@ def create_app(
 
     if token:
         app.add_middleware(TokenMiddleware, token=token)
+    # added last = runs first: a bad Host is refused before the token is looked at, and every
+    # response, refusals included, carries the security headers
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts or default_allowed_hosts()),
+                       www_redirect=False)
+    app.add_middleware(SecurityHeadersMiddleware)
     return app

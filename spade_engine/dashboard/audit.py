@@ -1,6 +1,7 @@
 """The difficulty audit: a run's log replayed into fresh projections (optionally only up to an
 offset or a time), summarised as a self-contained HTML report (plotly.js inlined), CSV tables
-of the difficulty series and the environment table, and a terminal summary.
+of the difficulty series and the environment table (text cells that a spreadsheet would read as a
+formula are escaped with a leading ``'``), and a terminal summary.
 
 Everything comes from the projections (:func:`~spade_engine.archive.replay.replay_run` into a
 temporary directory, read through :class:`~spade_engine.dashboard.views.RunView`); the same log
@@ -23,6 +24,7 @@ from ..archive.difficulty import DEFAULT_WINDOW
 from ..archive.replay import replay_run
 from ..recorded import recorded_config_or_default
 from ..events.log import Cursor, EventLog
+from .security import spreadsheet_safe
 from .views import METRICS, RunView
 
 __all__ = ["Audit", "build_audit", "write_audit", "print_summary", "frontier_bucket", "BUCKETS"]
@@ -153,8 +155,11 @@ def _replayed(log: EventLog, cursor: Cursor):
 
 
 def _cell(v: Any) -> str:
+    """One CSV cell: numbers as written, text that a spreadsheet would read as a formula escaped."""
     if v is None:
         return ""
+    if isinstance(v, str):
+        return spreadsheet_safe(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
@@ -166,7 +171,9 @@ def _cell(v: Any) -> str:
 
 def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    # RFC 4180 line ends: with "\r\n" as the terminator the writer also quotes a cell holding a
+    # lone carriage return, which would otherwise end the row for readers
+    w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(columns)
     for r in rows:
         w.writerow([_cell(r.get(c)) for c in columns])
@@ -319,7 +326,7 @@ def write_audit(a: Audit, out_dir: str | Path, *, generated_at: str | None = Non
     for name, text in files.items():
         path = out / name
         tmp = path.with_name(path.name + ".part")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", newline="")
         tmp.replace(path)
         written.append(path)
     return written

@@ -14,6 +14,7 @@ import typer
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, check_backend, console, handle_errors, open_run
 from ..errors import SpadeError
 from ..events.store import resolve_data_dir, resolve_run
+from .security import allowed_hosts
 
 __all__ = ["register", "dashboard_cmd", "audit_cmd", "is_loopback"]
 
@@ -42,12 +43,22 @@ def dashboard_cmd(
         typer.Option("--token", envvar="SPADE_DASHBOARD_TOKEN", show_default=False,
                      help="Require this token on every request (header or ?token=); needed to bind a non-loopback host."),
     ] = None,
+    window: Annotated[
+        int, typer.Option("--window", "-w", help="Environments per rolling mean on the charts (the page can change it).")
+    ] = 10,
+    allow_host: Annotated[
+        Optional[list[str]],
+        typer.Option("--allow-host", show_default=False, metavar="HOST",
+                     help="Also answer requests whose Host header names this host (repeatable; '*.example.org' "
+                          "patterns; loopback names and the bound address are always allowed)."),
+    ] = None,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Serve a live web dashboard of a run (counters, difficulty charts, event feed, environment
-    browser, policy versions); works on finished and running runs."""
+    """Serve a live web dashboard of a run (counters, difficulty charts by environment with rolling
+    means, training curves by policy version, event feed, environment browser with a shareable
+    /#/env/<id> address, policy versions); works on finished and running runs."""
     import uvicorn
 
     from .app import create_app
@@ -60,10 +71,17 @@ def dashboard_cmd(
         )
     if not 0 < port < 65536:
         raise DashboardError(f"--port {port} is not a TCP port")
+    if window < 1:
+        raise DashboardError(f"--window {window}: a rolling mean needs at least 1 environment")
+    hosts = allowed_hosts(host, allow_host or [])
+    for pattern in hosts:
+        if "*" in pattern[1:] or (pattern.startswith("*") and pattern != "*" and not pattern.startswith("*.")):
+            raise DashboardError(f"--allow-host {pattern!r}: a wildcard may only lead a domain, as in '*.example.org'")
     root = resolve_data_dir(data_dir)
     boot = bootstrap or os.environ.get("SPADE_KAFKA_BOOTSTRAP")
     run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
-    app = create_app(root, run_id, token, backend=backend, bootstrap=boot, server_process=True)
+    app = create_app(root, run_id, token, backend=backend, bootstrap=boot, server_process=True, window=window,
+                     allowed_hosts=hosts)
     shown = f"[{host}]" if ":" in host else host
     qs = "?token=<token>" if token else ""
     console.print(f"dashboard of {run_id} on http://{shown}:{port}/{qs}  (Ctrl-C stops)", highlight=False)

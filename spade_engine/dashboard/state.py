@@ -8,6 +8,9 @@
   full-state snapshots once the log is quiet or every ``snapshot_interval_s``, so a restarted dashboard
   resumes where this one stopped), and at most every ``summary_interval_s`` publishes a
   ``summary`` (counters, and a version number the page uses to refetch charts and tables).
+
+The chart series (:meth:`LiveState.curves`, :meth:`LiveState.series_rows`) are computed from a
+copy of the difficulty state outside the projections' lock and cached.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any
 
 from ..events.cli import summarize
 from ..events.log import Cursor, EventLog, Record, advance
+from .curves import env_curves
 from .sse import Hub
 from .views import RunView
 
@@ -66,6 +70,7 @@ class LiveState:
         idle_snapshot_s: float = 2.0,
         summary_interval_s: float = 0.5,
         max_windows: int = 200,
+        window: int | None = None,
     ):
         self.log = log
         self.view = view
@@ -90,6 +95,9 @@ class LiveState:
         self._rows_cache: tuple[int, float, list[dict[str, Any]]] | None = None
         self._rows_cost_s = 0.0
         self._rows_lock = threading.Lock()
+        #: rolling-mean width (environments) of the charts unless a request asks for another
+        self.window = window or view.difficulty.window
+        self._curves_cache: OrderedDict[int, tuple[int, float, dict[str, Any], float]] = OrderedDict()
         # The feed starts with the last events now in the log, read directly; the follower feeds
         # it only from here on, while it catches the projections up from their snapshots.
         self.tail_start: Cursor = dict(log.end_cursor())
@@ -226,6 +234,7 @@ class LiveState:
             version = self.version
         rows = [r for r in self.series_rows() if r["skill"] == "*"]
         latest = rows[-1] if rows else {}
+        rolling = self.curves()
         return {
             "run_id": self.log.run_id,
             "version": version,
@@ -239,6 +248,8 @@ class LiveState:
             "verdicts": self.view.verdicts(),
             "policy_versions": counts.get("PolicyUpdated", 0),
             "latest_window": latest,
+            "window": rolling["window"],
+            "latest": rolling["latest"].get("*", {}),
             "stopped": counts.get("RunStopped", 0) > 0,
             "error": self.error,
         }
@@ -264,6 +275,26 @@ class LiveState:
             self._rows_cost_s = time.monotonic() - now
             self._rows_cache = (version, now, rows)
             return rows
+
+    def curves(self, window: int | None = None) -> dict[str, Any]:
+        """The per-environment curves with rolling means of ``window`` environments (default:
+        the dashboard's ``window``), cached like :meth:`series_rows`, one entry per window asked."""
+        size = window or self.window
+        now = time.monotonic()
+        with self._rows_lock:
+            cached = self._curves_cache.get(size)
+            if cached is not None and (cached[0] == self.version or now - cached[1] < 5 * cached[3]):
+                self._curves_cache.move_to_end(size)
+                return cached[2]
+            with self.lock:
+                version = self.version
+                envs = dict(self.view.difficulty.envs)
+            value = env_curves(envs, size)
+            self._curves_cache[size] = (version, now, value, time.monotonic() - now)
+            self._curves_cache.move_to_end(size)
+            while len(self._curves_cache) > 8:
+                self._curves_cache.popitem(last=False)
+            return value
 
     def window_size(self) -> int:
         """Environments per chart window: the series' own, or larger so at most ``max_windows``."""

@@ -219,7 +219,8 @@ class RunView:
         limit: int = 50,
         offset: int = 0,
     ) -> dict[str, Any]:
-        """A page of the environment table with the total matching."""
+        """A page of the environment table with the total matching; ``repaired_by`` is the first
+        environment proposed as a repair of each row's (``None`` if none)."""
         col = SORTS.get(sort, SORTS["offset"])
         cond = []
         if verdict:
@@ -229,7 +230,10 @@ class RunView:
         if q:
             cond.append(_ENV.c.env_id.startswith(q))
         order = [col.is_(None), col.desc() if desc else col.asc(), _ENV.c.env_id]
-        stmt = select(*[_ENV.c[c] for c in _LIST_COLUMNS]).where(*cond).order_by(*order)
+        fix = _ENV.alias("fix")
+        repaired_by = (select(fix.c.env_id).where(fix.c.repair_of == _ENV.c.env_id)
+                       .order_by(fix.c.first_offset, fix.c.env_id).limit(1).scalar_subquery().label("repaired_by"))
+        stmt = select(*[_ENV.c[c] for c in _LIST_COLUMNS], repaired_by).where(*cond).order_by(*order)
         stmt = stmt.limit(max(1, min(limit, 500))).offset(max(0, offset))
         with self.engine.connect() as conn:
             total = conn.execute(select(func.count()).select_from(_ENV).where(*cond)).scalar_one()
@@ -256,7 +260,8 @@ class RunView:
     def _brief(self, env_ids: list[str]) -> list[dict[str, Any]]:
         if not env_ids:
             return []
-        cols = [_ENV.c[c] for c in ("env_id", "skill", "verdict", "regret", "win_rate_plain", "novelty")]
+        cols = [_ENV.c[c] for c in ("env_id", "skill", "verdict", "error_kind", "failed_check", "attempt", "regret",
+                                    "win_rate_plain", "novelty")]
         with self.engine.connect() as conn:
             found = {r["env_id"]: dict(r) for r in conn.execute(select(*cols).where(_ENV.c.env_id.in_(env_ids))).mappings()}
         return [found.get(e, {"env_id": e, "verdict": "unknown"}) for e in env_ids]

@@ -1,15 +1,24 @@
 // spade-engine dashboard: loads state over the JSON API, then follows the SSE stream.
+// Text from the run (env ids, skills, hints, check details, metric names) only ever reaches the
+// page as DOM text (el() below) or, inside charts, escaped for plotly's own markup (plotText).
 "use strict";
 const QS = document.body.dataset.qs || "";
 const TOKEN = new URLSearchParams(QS).get("token");
 const METRICS = ["win_rate_plain", "win_rate_hinted", "regret", "designer_reward", "validation_pass_rate", "novelty"];
+const RATES = new Set(["win_rate_plain", "win_rate_hinted", "validation_pass_rate"]);
 const COUNTERS = [
   ["events", "events"], ["EnvironmentProposed", "proposed"], ["accepted", "accepted"], ["rejected", "rejected"],
   ["RolloutCompleted", "plays"], ["RegretEstimated", "scored"], ["PolicyUpdated", "policy versions"],
-  ["events_per_s", "events / s"], ["latest_regret", "regret (last window)"], ["latest_win", "win plain (last window)"],
+  ["events_per_s", "events / s"], ["latest_regret", "regret (rolling)"], ["latest_win", "win plain (rolling)"],
 ];
-const S = { version: -1, seriesAt: 0, pendingRefresh: null, lastOffset: -1, envPage: 0, envLimit: 50, selected: null, series: null };
+const S = { version: -1, seriesAt: 0, pendingRefresh: null, envPage: 0, envLimit: 50, selected: null,
+  series: null, training: null, window: initialWindow() };
 
+function initialWindow() {
+  const asked = parseInt(new URLSearchParams(location.search).get("window"), 10);
+  const dflt = parseInt(document.body.dataset.window, 10);
+  return asked >= 1 ? asked : (dflt >= 1 ? dflt : 10);
+}
 function url(path, params) {
   const u = new URL(path, document.baseURI);
   for (const [k, v] of Object.entries(params || {})) if (v !== "" && v !== null && v !== undefined) u.searchParams.set(k, v);
@@ -23,22 +32,43 @@ async function api(path, params) {
 }
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) { if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v); }
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
   for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k === null || k === undefined ? "" : String(k)));
   return e;
 }
 const fmt = (x, d = 3) => (x === null || x === undefined) ? "–" : (typeof x === "number" ? (Number.isInteger(x) ? String(x) : x.toFixed(d)) : String(x));
-const esc = (s) => String(s);
+// plotly renders a small HTML subset in names and hover text: entities keep run text literal
+const plotText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+// ---- routes: #/env/<env id> opens the environment browser on one environment -------------------
+const envHash = (id) => "#/env/" + encodeURIComponent(id);
+function envFromHash() {
+  const m = /^#\/env\/(.+)$/.exec(location.hash);
+  if (!m) return null;
+  try { return decodeURIComponent(m[1]); } catch (err) { return null; }
+}
+function goEnv(id) {
+  if (location.hash === envHash(id)) openEnv(id); else location.hash = envHash(id);
+}
+window.addEventListener("hashchange", () => { const id = envFromHash(); if (id !== null) openEnv(id, true); });
 
 // ---- counters ------------------------------------------------------------------------------
 function renderSummary(s) {
+  S.summary = s;
+  // the newest rolling means at the page's window (the summary's are at the server's default)
+  const own = S.series && S.series.window === S.window && S.series.latest ? S.series.latest["*"] : null;
+  const latest = own || s.latest || {};
+  const win = own ? S.series.window : s.window;
   const vals = Object.assign({}, s.counts, {
     events: s.events, accepted: (s.verdicts || {}).accepted || 0, rejected: (s.verdicts || {}).rejected || 0,
-    events_per_s: s.events_per_s, latest_regret: (s.latest_window || {}).regret, latest_win: (s.latest_window || {}).win_rate_plain,
+    events_per_s: s.events_per_s, latest_regret: latest.regret, latest_win: latest.win_rate_plain,
   });
   const box = document.getElementById("counters");
   box.replaceChildren(...COUNTERS.map(([k, label]) => el("div", { class: "counter", id: "counter-" + k },
-    el("div", { class: "v" }, fmt(vals[k] === undefined ? 0 : vals[k], 3)), el("div", { class: "k" }, label))));
+    el("div", { class: "v" }, fmt(vals[k] === undefined ? 0 : vals[k], 3)),
+    el("div", { class: "k" }, label.replace("(rolling)", `(last ${win || "?"})`)))));
   const st = document.getElementById("status");
   if (s.error) { st.textContent = "error: " + s.error; st.className = "badge down"; }
   else if (!s.caught_up) { st.textContent = `catching up ${s.applied} / ${s.log_end_at_start}`; st.className = "badge catching"; }
@@ -49,27 +79,109 @@ function renderSummary(s) {
 
 // ---- charts --------------------------------------------------------------------------------
 const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"];
+const PLOT_CONFIG = { displayModeBar: false, responsive: true };
+function baseLayout(xTitle, xRange) {
+  return {
+    margin: { l: 44, r: 10, t: 8, b: 40 }, height: 290, hovermode: "closest", showlegend: true,
+    legend: { orientation: "h", x: 0, y: 1.0, yanchor: "bottom", font: { size: 10.5 }, bgcolor: "rgba(255,255,255,0)" },
+    xaxis: { title: { text: xTitle, font: { size: 11 }, standoff: 6 }, range: xRange, zeroline: false, gridcolor: "#eef0f3", automargin: true },
+    yaxis: { zeroline: false, gridcolor: "#eef0f3", automargin: true },
+    paper_bgcolor: "#fff", plot_bgcolor: "#fff", font: { family: "system-ui, sans-serif", size: 11, color: "#1d2330" },
+  };
+}
+function bindClicks(div) {
+  if (div.dataset.clicks) return;
+  div.dataset.clicks = "1";
+  div.on("plotly_click", (ev) => { const p = ev.points && ev.points[0]; if (p && p.customdata) goEnv(p.customdata); });
+}
+function emptyNote(layout, text) {
+  layout.annotations = [{ text: plotText(text), xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, font: { size: 12, color: "#6b7280" } }];
+}
 function renderSeries(data) {
   S.series = data;
+  if (S.summary) renderSummary(S.summary);
   const only = document.getElementById("skill-filter").value;
-  const skills = [...new Set(data.rows.map((r) => r.skill))].filter((s) => s !== "*").sort();
+  const skills = Object.keys(data.groups).filter((s) => s !== "*").sort();
   const sel = document.getElementById("skill-filter");
   const have = new Set([...sel.options].map((o) => o.value));
   for (const s of skills) if (!have.has(s)) sel.append(el("option", { value: s }, s));
-  document.getElementById("series-note").textContent = `windows of ${data.window} environments · frontier band [${data.band.join(", ")}]`;
+  const [lo, hi] = data.band;
+  document.getElementById("series-note").textContent =
+    `${data.environments} environments · x = environment index (proposal order) · lines: mean of the last ${data.window} values` +
+    ` · frontier band [${lo}, ${hi}] shaded on the plain win rate · click a dot to open its environment` + (data.thinned ? ` · thinned to ≤ ${data.max_points} points per line` : "");
+  const n = data.environments;
+  const pad = Math.max(0.5, n * 0.015);
+  const xRange = [-pad, Math.max(n - 1, 1) + pad];
   const groups = only ? [only] : ["*", ...skills];
-  const nWindows = new Set(data.rows.map((r) => r.window)).size;
   for (const m of METRICS) {
-    const traces = groups.map((g, i) => {
-      const rows = data.rows.filter((r) => r.skill === g);
-      return { x: rows.map((r) => r.window), y: rows.map((r) => r[m]), name: g === "*" ? "all" : g, mode: "lines+markers",
-        line: { width: g === "*" ? 3 : 1.5, color: g === "*" ? "#111827" : PALETTE[i % PALETTE.length] }, marker: { size: 4 }, connectgaps: false };
+    const traces = [];
+    groups.forEach((g, i) => {
+      const c = (data.groups[g] || {})[m];
+      if (!c || !c.x.length) return;
+      const label = g === "*" ? "all skills" : g;
+      const color = g === "*" ? "#111827" : PALETTE[(skills.indexOf(g) + PALETTE.length) % PALETTE.length];
+      if (g === groups[0]) {
+        traces.push({ type: "scatter", mode: "markers", name: g === "*" ? "each environment" : plotText(`each ${label} environment`), x: c.x, y: c.y,
+          customdata: c.ids, text: c.ids.map(plotText), marker: { size: 5, color: g === "*" ? "#94a3b8" : color, opacity: 0.55 },
+          hovertemplate: "%{text}<br>env #%{x} · %{y:.3f}<extra></extra>" });
+      }
+      traces.push({ type: "scatter", mode: "lines", name: plotText(label), x: c.x, y: c.mean, customdata: c.ids,
+        line: { width: g === "*" ? 2.5 : 1.6, color, shape: "linear" },
+        hovertemplate: plotText(label) + " mean at env #%{x}: %{y:.3f}<extra></extra>" });
     });
-    const layout = { title: { text: data.metrics[m] || m, font: { size: 13 } }, margin: { l: 40, r: 8, t: 30, b: 30 },
-      xaxis: { title: { text: "window", font: { size: 11 } }, dtick: Math.max(1, Math.ceil(nWindows / 10)) }, yaxis: { rangemode: "tozero" }, showlegend: m === METRICS[0],
-      legend: { orientation: "h", y: -0.25, font: { size: 10 } }, paper_bgcolor: "#fff", plot_bgcolor: "#fff" };
-    Plotly.react("chart-" + m, traces, layout, { displayModeBar: false, responsive: true });
+    const layout = baseLayout("environment index", xRange);
+    Object.assign(layout.legend, { orientation: "v", x: 1.02, xanchor: "left", y: 1, yanchor: "top", tracegroupgap: 2,
+      title: { text: `lines: mean of<br>last ${data.window}`, font: { size: 10, color: "#6b7280" } } });
+    layout.margin.r = 6;
+    if (RATES.has(m) || m === "novelty") layout.yaxis.range = [-0.04, 1.04];
+    else layout.yaxis.rangemode = m === "regret" ? "tozero" : "normal";
+    if (m === "win_rate_plain") {
+      layout.shapes = [{ type: "rect", name: plotText(`band [${lo}, ${hi}]`), showlegend: true, xref: "paper", x0: 0, x1: 1,
+        yref: "y", y0: lo, y1: hi, fillcolor: "#16a34a", opacity: 0.14, line: { width: 0 }, layer: "below", legendrank: 2000 }];
+    }
+    if (!traces.length) emptyNote(layout, "no values yet");
+    const div = document.getElementById("chart-" + m);
+    Plotly.react(div, traces, layout, PLOT_CONFIG);
+    bindClicks(div);
   }
+}
+function renderTraining(data) {
+  S.training = data;
+  const all = document.getElementById("training-all").checked;
+  const box = document.getElementById("training-charts");
+  const shown = data.metrics.filter((m) => all || m.headline);
+  const hidden = data.metrics.length - shown.length;
+  document.getElementById("training-note").textContent = data.updates
+    ? `${data.updates} policy updates · x = policy version (trainer step) · dashed: mean of the last ${data.window} updates` +
+      ` · ${data.metrics.length} metrics recorded` + (hidden > 0 ? ` (${hidden} more with “all metrics”)` : "")
+    : "no policy updates yet (PolicyUpdated events carry the trainer's metrics)";
+  document.getElementById("training-all-label").hidden = !data.metrics.some((m) => !m.headline);
+  // one chart per metric shown, kept in order; ids by position, the metric name as text only
+  const want = shown.map((m, i) => "train-" + i);
+  while (box.children.length > want.length) { Plotly.purge(box.lastChild.querySelector(".chart")); box.lastChild.remove(); }
+  while (box.children.length < want.length) {
+    const i = box.children.length;
+    box.append(el("figure", { class: "chart-box" }, el("figcaption", {}, ""), el("div", { class: "chart", id: want[i] })));
+  }
+  const ticks = data.x.length <= 16 ? { tickmode: "array", tickvals: data.x, ticktext: data.versions.map(plotText) } : {};
+  const lo = data.x.length ? data.x[0] : 0, hi = data.x.length ? data.x[data.x.length - 1] : 1;
+  const pad = Math.max(0.5, (hi - lo) * 0.03);
+  shown.forEach((m, i) => {
+    const fig = box.children[i];
+    fig.dataset.metric = m.name;
+    fig.querySelector("figcaption").textContent = m.name;
+    const traces = [{ type: "scatter", mode: "lines+markers", name: "each update", x: data.x, y: m.y, customdata: data.versions.map(plotText),
+      line: { width: 1.5, color: PALETTE[i % PALETTE.length] }, marker: { size: 6 }, connectgaps: true,
+      hovertemplate: "%{customdata} (step %{x}): %{y:.4g}<extra></extra>" }];
+    if (m.n >= 3) {
+      traces.push({ type: "scatter", mode: "lines", name: `mean of last ${data.window}`, x: data.x, y: m.mean, connectgaps: true,
+        line: { width: 2, color: "#111827", dash: "dash" }, hovertemplate: "mean at step %{x}: %{y:.4g}<extra></extra>" });
+    }
+    const layout = baseLayout("policy version (step)", [lo - pad, hi + pad]);
+    layout.height = 230;
+    Object.assign(layout.xaxis, ticks);
+    Plotly.react(want[i], traces, layout, PLOT_CONFIG);
+  });
 }
 
 // ---- live feed -----------------------------------------------------------------------------
@@ -80,7 +192,8 @@ function feedRow(e, isNew) {
 }
 function addFeed(items, isNew) {
   const box = document.getElementById("feed");
-  const fresh = items.filter((e) => !box.querySelector(`[data-offset="${e.offset}"][data-type="${e.type}"]`) );
+  const seen = new Set([...box.children].map((c) => c.dataset.offset + "/" + c.dataset.type));
+  const fresh = items.filter((e) => !seen.has(e.offset + "/" + e.type));
   const frag = document.createDocumentFragment();
   for (const e of fresh.slice(-300).reverse()) frag.append(feedRow(e, isNew));
   box.prepend(frag);
@@ -98,45 +211,88 @@ function renderPolicies(rows) {
     el("tr", { "data-version": p.version }, el("td", { class: "mono" }, p.version), el("td", { class: "mono" }, p.parent_version || "–"),
       el("td", { class: "n" }, p.step), el("td", {}, (p.occurred_at || "").replace("T", " ").slice(0, 19)),
       el("td", { class: "mono", title: p.checkpoint_uri || "" }, (p.checkpoint_sha256 || "–").slice(0, 12)),
-      el("td", { class: "mono" }, Object.entries(p.metrics || {}).map(([k, v]) => k + "=" + fmt(v, 4)).join("  ")))));
+      el("td", { class: "mono small" }, Object.entries(p.metrics || {}).map(([k, v]) => k + "=" + fmt(v, 4)).join("  ")))));
 }
 
 // ---- environment browser -------------------------------------------------------------------
-function envLink(id) { return el("a", { class: "env", onclick: () => openEnv(id) }, id); }
+function envLink(id, attrs) {
+  return el("a", Object.assign({ class: "env", href: envHash(id), onclick: (ev) => ev.stopPropagation() }, attrs || {}), id);
+}
 async function loadEnvs() {
   const params = { q: document.getElementById("env-search").value, verdict: document.getElementById("env-verdict").value,
     skill: document.getElementById("env-skill").value, sort: document.getElementById("env-sort").value,
     desc: document.getElementById("env-desc").checked, limit: S.envLimit, offset: S.envPage * S.envLimit };
   const data = await api("api/envs", params);
-  document.getElementById("env-count").textContent = `${data.total} environments · page ${S.envPage + 1}`;
+  const pages = Math.max(1, Math.ceil(data.total / S.envLimit));
+  S.envPages = pages;
+  document.getElementById("env-count").textContent = `${data.total} environments · page ${S.envPage + 1} of ${pages}`;
+  const key = JSON.stringify(data.rows);
+  if (key === S.envRowsKey) return;  // unchanged: keep the rows (and what the pointer is on)
+  S.envRowsKey = key;
   document.querySelector("#env-table tbody").replaceChildren(...data.rows.map((r) =>
-    el("tr", { "data-env-id": r.env_id, class: r.env_id === S.selected ? "sel" : "", onclick: () => openEnv(r.env_id) },
-      el("td", { class: "mono" }, r.env_id), el("td", {}, r.skill), el("td", { class: "v-" + r.verdict }, r.verdict + (r.error_kind ? " (" + r.error_kind + ")" : "")),
+    el("tr", { "data-env-id": r.env_id, class: r.env_id === S.selected ? "sel" : "", onclick: () => goEnv(r.env_id) },
+      el("td", {}, envLink(r.env_id)), el("td", {}, r.skill),
+      el("td", { class: "v-" + r.verdict }, r.verdict + (r.error_kind ? " (" + r.error_kind + ")" : "")),
+      el("td", { class: "small" }, ...(r.repaired_by ? ["repaired by ", envLink(r.repaired_by, { "data-rel": "repaired-by" })] : []),
+        ...(r.repair_of ? [r.repaired_by ? " · " : "", "repair of ", envLink(r.repair_of, { "data-rel": "repair-of" })] : [])),
       el("td", { class: "n" }, fmt(r.win_rate_plain, 2)), el("td", { class: "n" }, fmt(r.win_rate_hinted, 2)), el("td", { class: "n" }, fmt(r.regret)),
       el("td", { class: "n" }, fmt(r.designer_reward)), el("td", { class: "n" }, fmt(r.novelty)))));
 }
 function briefList(items, empty) {
   if (!items || !items.length) return el("p", { class: "muted" }, empty || "none");
-  return el("ul", {}, ...items.map((b) => el("li", {}, envLink(b.env_id), " ", el("span", { class: "v-" + b.verdict }, b.verdict), b.relation ? " · " + b.relation : "",
+  return el("ul", {}, ...items.map((b) => el("li", {}, envLink(b.env_id), " ", el("span", { class: "v-" + b.verdict }, b.verdict),
+    b.error_kind ? " (" + b.error_kind + ")" : "", b.relation ? " · " + b.relation : "",
     " · regret " + fmt(b.regret) + " · win " + fmt(b.win_rate_plain, 2) + (b.novelty !== undefined && b.novelty !== null ? " · novelty " + fmt(b.novelty) : ""))));
 }
-async function openEnv(id) {
+function repairBox(e) {
+  const lines = [];
+  if (e.verdict === "rejected") {
+    const why = [e.error_kind, e.failed_check ? "failed check " + e.failed_check : ""].filter(Boolean).join(" · ");
+    lines.push(el("div", { class: "fail" }, "Rejected" + (why ? ": " + why : "")));
+    if (e.lineage.repairs.length) {
+      lines.push(el("div", { id: "env-repaired-by" }, "Repaired by ", ...e.lineage.repairs.flatMap((r, i) =>
+        [i ? ", " : "", envLink(r.env_id, { "data-rel": "repaired-by" }), " ", el("span", { class: "v-" + r.verdict }, "(" + r.verdict + ")")])));
+    } else {
+      lines.push(el("div", { class: "muted", id: "env-repaired-by" }, "no repair proposed"));
+    }
+  }
+  if (e.repair_of) {
+    const prev = e.lineage.repair_chain[0] || { env_id: e.repair_of, verdict: "unknown" };
+    lines.push(el("div", { id: "env-repair-of" }, `Repair (attempt ${e.attempt}) of `, envLink(prev.env_id, { "data-rel": "repair-of" }), " ",
+      el("span", { class: "v-" + prev.verdict }, "(" + prev.verdict + (prev.error_kind ? ": " + prev.error_kind : "") + ")")));
+  }
+  return lines.length ? el("div", { class: "repair-box v-box-" + e.verdict, id: "env-repair" }, ...lines) : "";
+}
+async function openEnv(id, scroll) {
   S.selected = id;
   for (const tr of document.querySelectorAll("#env-table tbody tr")) tr.classList.toggle("sel", tr.dataset.envId === id);
   const box = document.getElementById("env-detail");
+  if (scroll) document.getElementById("environments").scrollIntoView({ block: "start" });
   let e;
-  try { e = await api("api/envs/" + encodeURIComponent(id)); } catch (err) { box.replaceChildren(el("p", { class: "fail" }, String(err))); return; }
+  try { e = await api("api/envs/" + encodeURIComponent(id)); }
+  catch (err) {
+    // not (yet) in the archive: look again after each refresh while the dashboard catches up
+    S.missingEnv = id;
+    const catching = !S.summary || !S.summary.caught_up;
+    box.replaceChildren(el("h3", { id: "env-title", class: "mono" }, id), el("p", { class: catching ? "muted" : "fail" },
+      catching ? "not in the archive yet: the dashboard is still reading the log" : "no such environment in this run (" + String(err) + ")"));
+    return;
+  }
+  if (S.selected !== id) return;  // another environment was opened meanwhile
+  S.missingEnv = null;
   const code = el("div", { id: "env-code" }); code.innerHTML = e.code_html;  // pygments output: escaped server-side
   const kv = [["skill", e.skill], ["verdict", e.verdict + (e.error_kind ? " · " + e.error_kind : "") + (e.failed_check ? " · failed " + e.failed_check : "")],
     ["difficulty asked", fmt(e.difficulty, 2)], ["class", e.class_name], ["attempt", e.attempt], ["document", [e.document_source, e.document_title].filter(Boolean).join(" · ")],
     ["plays", `${e.plays_plain} plain + ${e.plays_hinted} hinted`], ["win rate", `${fmt(e.win_rate_plain, 2)} plain · ${fmt(e.win_rate_hinted, 2)} hinted`],
     ["regret", fmt(e.regret)], ["designer reward", fmt(e.designer_reward)], ["novelty", fmt(e.novelty)], ["policy", e.policy_version], ["offsets", `${e.first_offset} – ${e.last_offset}`]];
   box.replaceChildren(
-    el("h3", { id: "env-title", class: "mono" }, e.env_id),
+    el("div", { class: "env-head" }, el("h3", { id: "env-title", class: "mono" }, e.env_id),
+      el("a", { id: "env-permalink", class: "permalink", href: envHash(e.env_id), title: "shareable address of this environment" }, "link")),
+    repairBox(e),
     el("div", { class: "kv" }, ...kv.flatMap(([k, v]) => [el("span", { class: "muted" }, k), el("span", {}, v === null || v === undefined ? "–" : v)])),
     el("h3", {}, "Hint"), e.hint ? el("div", { class: "hint", id: "env-hint" }, e.hint) : el("p", { class: "muted" }, "no hint"),
     el("h3", {}, "Validation checks"),
-    e.checks.length ? el("table", { class: "grid", id: "env-checks" }, el("thead", {}, el("tr", {}, el("th", {}, "check"), el("th", {}, "result"), el("th", {}, "detail"), el("th", {}, "s"))),
+    e.checks.length ? el("table", { class: "grid", id: "env-checks" }, el("thead", {}, el("tr", {}, el("th", {}, "check"), el("th", {}, "result"), el("th", {}, "detail"), el("th", { class: "n" }, "s"))),
       el("tbody", {}, ...e.checks.map((c) => el("tr", {}, el("td", { class: "mono" }, c.name), el("td", { class: c.passed ? "pass" : "fail" }, c.passed ? "pass" : "FAIL"),
         el("td", {}, c.detail || ""), el("td", { class: "n" }, fmt(c.seconds, 3)))))) : el("p", { class: "muted" }, "not validated yet"),
     el("h3", {}, "Code"), code,
@@ -152,16 +308,23 @@ async function openEnv(id) {
     el("div", {}, el("b", {}, "used as example by"), briefList(e.lineage.children)),
     el("h3", {}, "Nearest neighbours"), briefList(e.neighbours),
   );
+  box.scrollTop = 0;
 }
 
 // ---- refresh & stream ----------------------------------------------------------------------
+async function refreshCharts() {
+  const [series, training] = await Promise.all([api("api/series", { window: S.window }), api("api/training", { window: S.window })]);
+  renderSeries(series); renderTraining(training);
+}
 async function refreshAll() {
   S.seriesAt = Date.now();
-  const [series, rej, pol, skills] = await Promise.all([api("api/series"), api("api/rejections"), api("api/policies"), api("api/skills")]);
-  renderSeries(series); renderRejections(rej); renderPolicies(pol);
+  const [rej, pol, skills] = await Promise.all([api("api/rejections"), api("api/policies"), api("api/skills"), refreshCharts()]);
+  renderRejections(rej); renderPolicies(pol);
   const sk = document.getElementById("env-skill"); const have = new Set([...sk.options].map((o) => o.value));
   for (const s of skills) if (!have.has(s)) sk.append(el("option", { value: s }, s));
   await loadEnvs();
+  if (S.missingEnv !== null && S.missingEnv !== undefined && S.missingEnv === S.selected) await openEnv(S.missingEnv);
+  document.body.dataset.loaded = String(S.version);
 }
 function scheduleRefresh() {
   if (S.pendingRefresh) return;
@@ -183,9 +346,21 @@ function connect() {
   es.addEventListener("resync", () => loadAll().catch(console.error));
   es.onerror = () => { const st = document.getElementById("status"); st.textContent = "reconnecting…"; st.className = "badge down"; };
 }
+function setWindow() {
+  const v = parseInt(document.getElementById("window").value, 10);
+  if (!(v >= 1) || v === S.window) return;
+  S.window = v;
+  const u = new URL(location.href); u.searchParams.set("window", String(v));
+  history.replaceState(null, "", u.toString());
+  refreshCharts().catch(console.error);
+}
+document.getElementById("window").value = String(S.window);
+document.getElementById("window").addEventListener("change", setWindow);
 for (const id of ["env-verdict", "env-skill", "env-sort", "env-desc"]) document.getElementById(id).addEventListener("change", () => { S.envPage = 0; loadEnvs(); });
 document.getElementById("env-search").addEventListener("input", () => { S.envPage = 0; loadEnvs(); });
 document.getElementById("env-prev").addEventListener("click", () => { if (S.envPage > 0) { S.envPage--; loadEnvs(); } });
-document.getElementById("env-next").addEventListener("click", () => { S.envPage++; loadEnvs(); });
+document.getElementById("env-next").addEventListener("click", () => { if (S.envPage + 1 < (S.envPages || 1)) { S.envPage++; loadEnvs(); } });
 document.getElementById("skill-filter").addEventListener("change", () => S.series && renderSeries(S.series));
+document.getElementById("training-all").addEventListener("change", () => S.training && renderTraining(S.training));
 connect();
+if (envFromHash() !== null) openEnv(envFromHash(), true);

@@ -1,0 +1,158 @@
+"""The dashboard's chart series: difficulty per environment with rolling means, and training
+curves from ``PolicyUpdated`` metrics.
+
+* :func:`env_curves` puts each environment at its index in proposal order (the order the
+  difficulty series windows by: proposal time, then env id; index 0 is the first environment of
+  the run) and gives, per metric and per group (``"*"`` for all skills, then each skill), the
+  environment's own value and the rolling mean of the last ``window`` values of that group.
+  An environment without a value for a metric (not validated, never played) adds no point and
+  does not count towards the window. ``validation_pass_rate`` is 1 for a valid environment and 0
+  for an invalid one, so its rolling mean is the pass rate of the last ``window`` validated ones.
+* :func:`training_curves` puts each policy version at its trainer step and gives every metric
+  its ``PolicyUpdated`` recorded (loss, gradient norm, clip fraction, rewards, ...) with the
+  rolling mean of the last ``window`` updates.
+
+Long runs are thinned for the page: at most ``max_points`` points per curve, every k-th point
+counted back from the newest (which is always kept); the rolling means are computed on every
+point first, so thinning never changes a plotted value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CURVE_METRICS", "env_order", "env_column", "rolling_mean", "thin", "env_curves", "training_curves",
+           "training_metric_order", "MAX_POINTS"]
+
+#: the difficulty metrics charted per environment (same keys and labels as the windowed series)
+CURVE_METRICS = ("win_rate_plain", "win_rate_hinted", "regret", "designer_reward", "validation_pass_rate", "novelty")
+#: points per curve sent to the page (the newest always among them)
+MAX_POINTS = 600
+#: training metrics shown first, when present (then the rest, alphabetically)
+_TRAINING_FIRST = ("loss", "kl", "grad_norm", "advantage_mean", "advantage_std", "clip_fraction", "agent_reward_mean",
+                   "designer_reward_mean", "logprob_mismatch", "ratio_mean", "tis_weight_mean", "entropy")
+_HEADLINE = 8
+_DIGITS = 9
+
+
+def env_order(envs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The environments of a difficulty series in proposal order (its windows' order)."""
+    return sorted(envs.items(), key=lambda kv: (kv[1]["t"], kv[0]))
+
+
+def env_column(envs: list[Mapping[str, Any]], metric: str) -> np.ndarray:
+    """Each environment's value of ``metric`` (NaN: it has none); ``validation_pass_rate`` is
+    its validation verdict (1 valid, 0 invalid)."""
+    key = "valid" if metric == "validation_pass_rate" else metric
+    return np.array([e.get(key) for e in envs], dtype=np.float64)  # None -> NaN, True/False -> 1/0
+
+
+def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Mean of each value and the ``window - 1`` before it (fewer at the start)."""
+    if window < 1:
+        raise ValueError("window must be >= 1")
+    c = np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
+    idx = np.arange(1, len(values) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def thin(n: int, max_points: int) -> np.ndarray:
+    """Indices of the points kept out of ``n``: all when ``n <= max_points``, else every k-th
+    counted back from the last (so the newest point is always shown)."""
+    if n <= max_points:
+        return np.arange(n)
+    step = -(-n // max_points)
+    return np.arange(n - 1, -1, -step)[::-1]
+
+
+def _round(a: np.ndarray) -> list[float]:
+    return np.round(a, _DIGITS).tolist()
+
+
+def env_curves(envs: Mapping[str, Mapping[str, Any]], window: int, *, max_points: int = MAX_POINTS) -> dict[str, Any]:
+    """Per group and metric: ``x`` (environment index), ``y`` (the environment's value), ``mean``
+    (rolling mean of the group's last ``window`` values), ``ids`` (env ids) and ``n`` (points
+    before thinning); ``latest`` holds each group's newest rolling means."""
+    order = env_order(envs)
+    ids = [env_id for env_id, _ in order]
+    rows = [env for _, env in order]
+    columns = {m: env_column(rows, m) for m in CURVE_METRICS}
+    skill_of = [env.get("skill") or "?" for env in rows]
+    skills = np.array(skill_of, dtype=object)
+    out: dict[str, dict[str, Any]] = {}
+    latest: dict[str, dict[str, float | None]] = {}
+    thinned = False
+    for group in ["*", *sorted(set(skill_of))]:
+        members = np.ones(len(order), dtype=bool) if group == "*" else skills == group
+        curves: dict[str, Any] = {}
+        latest[group] = {}
+        for metric in CURVE_METRICS:
+            col = columns[metric]
+            at = np.flatnonzero(members & ~np.isnan(col))
+            if not len(at):
+                curves[metric] = {"x": [], "y": [], "mean": [], "ids": [], "n": 0}
+                latest[group][metric] = None
+                continue
+            y = col[at]
+            mean = rolling_mean(y, window)
+            keep = thin(len(at), max_points)
+            thinned = thinned or len(keep) < len(at)
+            curves[metric] = {
+                "x": at[keep].tolist(),
+                "y": _round(y[keep]),
+                "mean": _round(mean[keep]),
+                "ids": [ids[k] for k in at[keep]],
+                "n": int(len(at)),
+            }
+            latest[group][metric] = round(float(mean[-1]), _DIGITS)
+        out[group] = curves
+    return {"environments": len(order), "window": window, "groups": out, "latest": latest, "thinned": thinned,
+            "max_points": max_points}
+
+
+def training_metric_order(names: Iterable[str]) -> tuple[list[str], int]:
+    """Metric names in display order, and how many of them are headline ones: the usual losses
+    and statistics (loss, kl and advantages, gradient norm, clip fraction, rewards, ...) first,
+    at most 8 of them, then the rest alphabetically; with none of those, the first 8."""
+    names = set(names)
+    first = [n for n in _TRAINING_FIRST if n in names]
+    first += sorted(n for n in names if n not in first and ("kl" in n.lower() or "adv" in n.lower()))
+    order = first + sorted(names - set(first))
+    return order, min(_HEADLINE, len(first) or len(order))
+
+
+def training_curves(policies: list[Mapping[str, Any]], window: int, *, max_points: int = MAX_POINTS) -> dict[str, Any]:
+    """Training curves from the policy versions (``RunView.policies()`` rows, in step order):
+    ``x`` (step), ``versions``, and per metric ``y`` (``None`` where an update did not record
+    it), ``mean`` (rolling mean of the last ``window`` recorded values) and ``headline``."""
+    ordered = sorted(policies, key=lambda p: (int(p.get("step") or 0), str(p.get("version"))))
+    keep = thin(len(ordered), max_points)
+    kept = [ordered[k] for k in keep]
+    metrics = []
+    names, headline = training_metric_order({k for p in ordered for k in (p.get("metrics") or {})})
+    for rank, name in enumerate(names):
+        vals = [(p.get("metrics") or {}).get(name) for p in ordered]
+        have = [k for k, v in enumerate(vals) if isinstance(v, (int, float))]
+        means: list[float | None] = [None] * len(vals)
+        if have:
+            for k, m in zip(have, rolling_mean(np.array([float(vals[k]) for k in have]), window)):
+                means[k] = round(float(m), _DIGITS)
+        metrics.append({
+            "name": name,
+            "headline": rank < headline,
+            "y": [None if not isinstance(vals[k], (int, float)) else round(float(vals[k]), _DIGITS) for k in keep],
+            "mean": [means[k] for k in keep],
+            "n": len(have),
+        })
+    return {
+        "x": [int(p.get("step") or 0) for p in kept],
+        "versions": [str(p.get("version")) for p in kept],
+        "window": window,
+        "updates": len(ordered),
+        "metrics": metrics,
+        "thinned": len(kept) < len(ordered),
+    }
