@@ -311,6 +311,9 @@ def test_parallel_replay_needs_a_log_another_process_can_open(data, tmp_path):
         def __getattr__(self, name):
             return getattr(log, name)
 
+        def reopen_args(self):  # the EventLog protocol's way of saying so
+            return None
+
     with pytest.raises(ReplayError, match="needs a log another process can open"):
         replay_run(Wrapped(), tmp_path / "w", parallel=True)
     # without asking for it, such a log is replayed in one process
