@@ -26,7 +26,7 @@ from ..events.log import EventLog
 from ..policy.protocol import Policy
 from ..policy.registry import make_policy
 
-__all__ = ["Role", "ROLE_NEEDS", "RunContext", "build_context", "quiet_model_loading"]
+__all__ = ["Role", "ROLE_NEEDS", "RunContext", "build_context", "close_all", "quiet_model_loading"]
 
 Role = Literal["engine", "designer", "validator", "rollout", "regret"]
 
@@ -56,6 +56,14 @@ def quiet_model_loading(*, single_thread: bool) -> None:
         torch.set_num_threads(1)
 
 
+def close_all(closers: list[Callable[[], object]]) -> None:
+    """Call every closer, last opened first, whatever each raises; empty the list."""
+    for fn in reversed(closers):
+        with contextlib.suppress(Exception):
+            fn()
+    closers.clear()
+
+
 @dataclass
 class RunContext:
     """A built :class:`StageContext` and what must be closed after it."""
@@ -67,10 +75,7 @@ class RunContext:
     closers: list[Callable[[], object]] = field(default_factory=list)
 
     def close(self) -> None:
-        for fn in reversed(self.closers):
-            with contextlib.suppress(Exception):
-                fn()
-        self.closers.clear()
+        close_all(self.closers)
 
     def __enter__(self) -> "RunContext":
         return self

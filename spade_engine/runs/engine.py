@@ -10,7 +10,6 @@ new run (``new=True`` always creates one).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from ..events.errors import RunNotFound
 from ..events.store import DataDir, list_runs, new_run_id, open_event_log, resolve_run
 from ..policy.protocol import Policy
 from ..policy.registry import backend as policy_backend
-from .context import build_context
+from .context import build_context, close_all
 
 __all__ = ["resolve_start_run", "open_engine", "OpenEngine", "require_trainable", "make_inprocess_trainer"]
 
@@ -65,10 +64,7 @@ class OpenEngine:
     closers: list[Any] = field(default_factory=list)
 
     def close(self) -> None:
-        for fn in reversed(self.closers):
-            with contextlib.suppress(Exception):
-                fn()
-        self.closers.clear()
+        close_all(self.closers)
 
     def __enter__(self) -> "OpenEngine":
         return self
@@ -131,7 +127,5 @@ def open_engine(
         )
         return OpenEngine(engine=engine, run_id=run_id, run_dir=run_dir, created=create, closers=closers)
     except BaseException:
-        for fn in reversed(closers):
-            with contextlib.suppress(Exception):
-                fn()
+        close_all(closers)
         raise
