@@ -12,6 +12,7 @@ from .consumers.cli import app as consumers_app
 from .engine.validate_cli import validate as validate_command
 from .engine.worker_cli import worker as worker_command
 from .events.cli import app as events_app
+from .models.cli import app as models_app
 from .trainer.cli import retrain_command, train_command
 
 app = typer.Typer(
@@ -31,6 +32,7 @@ app.command("validate")(validate_command)
 app.command("worker")(worker_command)
 app.command("train")(train_command)
 app.command("retrain")(retrain_command)
+app.add_typer(models_app, name="models")
 
 
 @app.command("version")
