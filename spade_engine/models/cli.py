@@ -51,7 +51,7 @@ def list_cmd(
     catalogue: CatalogueOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The catalogue: name, model, parameters, download size, and whether it is fetched."""
+    """The catalogue: name, parameters, architecture, download size, and whether it is fetched (--json: every field)."""
     store, cat = _setup(cache, data_dir, catalogue)
     rows = []
     for entry in cat:
@@ -67,13 +67,12 @@ def list_cmd(
         _say(json.dumps({"cache": str(store.root), "catalogue": cat.source, "models": rows}, indent=2))
         return
     table = Table(box=box.SIMPLE_HEAD, title=f"models (cache {escape(str(store.root))})", title_justify="left")
-    table.add_column("name", no_wrap=True)
-    for col in ("params", "arch", "quantisation", "download", "fetched"):
-        table.add_column(col, justify="right" if col in ("params", "download") else "left", overflow="fold")
+    for col in ("name", "params", "arch", "download", "fetched"):
+        table.add_column(col, justify="right" if col in ("params", "download") else "left", no_wrap=True)
     for r in rows:
-        fetched = f"yes ({human_bytes(r['disk_size'])})" if r["fetched"] else "no"
+        fetched = f"yes, {human_bytes(r['disk_size'])}" if r["fetched"] else "no"
         table.add_row(*(escape(str(x)) for x in (
-            r["name"], r["params"], r["arch"], r["quantisation"], human_bytes(r["download_size"]), fetched,
+            r["name"], r["params"], r["arch"], human_bytes(r["download_size"]), fetched,
         )))
     out.print(table)
 
