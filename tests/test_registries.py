@@ -42,7 +42,7 @@ def test_policy_backends_are_found_by_name() -> None:
 def test_a_new_backend_is_one_registration() -> None:
     built = []
 
-    def build(cfg, *, band):
+    def build(cfg, *, band, data_dir=None):
         built.append((cfg.model, band))
         return ProceduralPolicy(band=band)
 
@@ -56,6 +56,16 @@ def test_a_new_backend_is_one_registration() -> None:
         registry._registered.pop("echo-test")
     with pytest.raises(ConfigError, match="unknown policy kind"):
         load_config(overrides={"policy.kind": "echo-test"})
+
+
+def test_a_catalogue_name_is_resolved_through_the_model_cache(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPADE_MODEL_CACHE", str(tmp_path / "empty-cache"))
+    cfg = load_config(overrides={"policy.kind": "transformers", "policy.model": "qwen2.5-coder-0.5b-instruct"})
+    with pytest.raises(SpadeError, match="spade-engine models fetch qwen2.5-coder-0.5b-instruct"):
+        registry.make_policy(cfg.policy, data_dir=tmp_path)
+    # a spec that is not a catalogue name goes to transformers unchanged (tiny builds locally)
+    tiny = registry.make_policy(load_config(overrides={"policy.kind": "transformers", "policy.model": "tiny:3"}).policy)
+    assert tiny.describe()["model"] == "tiny:3" and tiny.trainable is True
 
 
 def test_training_the_simulation_is_a_config_error() -> None:

@@ -33,7 +33,7 @@ DEFAULT_SAMPLING_TEMPERATURE = 0.6
 
 def build_policy(
     model: str, *, device: str, dtype: str, max_new_tokens: int, temperature: float, batch_size: int,
-    checkpoint: "RunCheckpoint | None" = None,
+    checkpoint: "RunCheckpoint | None" = None, data_dir: Path | None = None,
 ) -> "Policy":
     """The policy to evaluate: ``make_policy`` of a PolicyConfig, then the run's checkpoint loaded."""
     from ..config import PolicyConfig
@@ -45,7 +45,7 @@ def build_policy(
         "transformers": {"device": device, "dtype": dtype},
         "generation": {"max_new_tokens": max_new_tokens, "temperature": temperature},
     })
-    policy = make_policy(cfg)
+    policy = make_policy(cfg, data_dir=data_dir)
     if hasattr(policy, "batch_size"):
         policy.batch_size = max(int(policy.batch_size), batch_size)
     if checkpoint is not None:
@@ -132,7 +132,7 @@ def _table(events: list[Any], title: str) -> Any:
 @handle_errors
 def eval_command(
     suites: Annotated[list[str], typer.Argument(help="reasoning-gym[:TASK,TASK...] (default tasks if none) or archive:RUN; several allowed.", show_default=False)],
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model: local path, hub id (offline), tiny[:SEED] or procedural. With --run: the base model to load the checkpoint into.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model: a catalogue name, local directory, .gguf file, offline hub id, tiny[:SEED] or procedural. With --run: the base model to load the checkpoint into.")] = None,
     run: Annotated[Optional[str], typer.Option("--run", help="Evaluate this run's policy (a PolicyUpdated checkpoint).")] = None,
     version: Annotated[str, typer.Option("--version", help="With --run: policy version (v3), latest, or v0 (base weights).")] = "latest",
     size: Annotated[Optional[int], typer.Option("--size", "-n", help="Items per reasoning-gym task (default 50); archive: at most this many environments (default all).", min=1)] = None,
@@ -212,7 +212,7 @@ def eval_command(
     assert model is not None
     policy = build_policy(
         model, device=device, dtype=dtype, max_new_tokens=max_new_tokens, temperature=temp, batch_size=batch_size,
-        checkpoint=checkpoint,
+        checkpoint=checkpoint, data_dir=root,
     )
     info = policy_info(
         policy, checkpoint_sha256=checkpoint.sha256 if checkpoint else None, run_id=checkpoint.run_id if checkpoint else None

@@ -19,6 +19,7 @@ from ..errors import SpadeError
 
 __all__ = [
     "PolicyLoadError",
+    "model_source",
     "offline",
     "resolve_device",
     "resolve_dtype",
@@ -31,6 +32,16 @@ __all__ = [
 
 class PolicyLoadError(SpadeError):
     """A model, tokenizer or checkpoint could not be loaded."""
+
+
+def model_source(spec: str, *, data_dir: str | Path | None = None) -> str:
+    """What ``from_pretrained`` loads for a ``--model`` spec: a catalogue name becomes its fetched
+    directory, a ``.gguf`` file its converted one (:func:`spade_engine.models.resolve_model_spec`;
+    the cache is ``$SPADE_MODEL_CACHE``, else ``<data dir>/models``); a directory, a hub id or
+    ``tiny[:SEED]`` is returned unchanged."""
+    from ..models.resolve import resolve_model_spec
+
+    return resolve_model_spec(spec, data_dir=data_dir)
 
 
 def offline() -> bool:

@@ -1,6 +1,6 @@
 """The policy backends by name: ``policy.kind`` -> the function that builds the backend.
 
-A backend is one module with a ``build(cfg: PolicyConfig, *, band) -> Policy`` function, plus
+A backend is one module with a ``build(cfg: PolicyConfig, *, band, data_dir) -> Policy`` function, plus
 one line in :data:`BUILTIN` (or, from another package, an entry point in the
 ``spade_engine.policies`` group, or :func:`register` at run time). Modules are imported only when
 their backend is built, so optional dependencies (vLLM) stay optional.
@@ -35,7 +35,7 @@ class PolicyBackend:
     needs_model: bool
     description: str = ""
 
-    def build(self, cfg: "PolicyConfig", *, band: tuple[float, float]) -> "Policy":
+    def build(self, cfg: "PolicyConfig", *, band: tuple[float, float], data_dir: Any = None) -> "Policy":
         fn = self.factory
         if isinstance(fn, str):
             module, _, attr = fn.partition(":")
@@ -43,7 +43,7 @@ class PolicyBackend:
                 fn = getattr(importlib.import_module(module), attr)
             except ImportError as exc:
                 raise SpadeError(f"the {self.name} policy is not available: {exc}") from None
-        return fn(cfg, band=band)
+        return fn(cfg, band=band, data_dir=data_dir)
 
 
 BUILTIN: dict[str, PolicyBackend] = {
@@ -89,9 +89,11 @@ def backend(kind: str) -> PolicyBackend:
     return found
 
 
-def make_policy(cfg: "PolicyConfig", *, band: tuple[float, float] = (0.4, 0.6)) -> "Policy":
-    """The policy backend named by ``cfg.kind``, built from its section of the config."""
+def make_policy(cfg: "PolicyConfig", *, band: tuple[float, float] = (0.4, 0.6), data_dir: Any = None) -> "Policy":
+    """The policy backend named by ``cfg.kind``, built from its section of the config.
+
+    ``data_dir`` locates the model cache for catalogue names (``--model qwen2.5-coder-0.5b-instruct``)."""
     b = backend(cfg.kind)
     if b.needs_model and not cfg.model:
         raise SpadeError(f"the {cfg.kind} policy needs a model (--model NAME_OR_PATH)")
-    return b.build(cfg, band=band)
+    return b.build(cfg, band=band, data_dir=data_dir)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from .decoding import BatchSampler
-from .hf import PolicyLoadError, load_weights_into, offline, resolve_device, resolve_dtype
+from .hf import PolicyLoadError, load_weights_into, model_source, offline, resolve_device, resolve_dtype
 from .protocol import PolicyRequest, Sample
 
 __all__ = ["TransformersPolicy", "PolicyLoadError", "render_messages", "offline", "resolve_device", "resolve_dtype", "build"]
@@ -235,11 +235,14 @@ class TransformersPolicy:
         }
 
 
-def build(cfg: Any, *, band: tuple[float, float]) -> TransformersPolicy:
-    """The registry's factory (:mod:`spade_engine.policy.registry`): ``policy.model`` with
-    ``policy.transformers`` and ``policy.generation``."""
+def build(cfg: Any, *, band: tuple[float, float], data_dir: Any = None) -> TransformersPolicy:
+    """The registry's factory (:mod:`spade_engine.policy.registry`): ``policy.model`` (a catalogue
+    name, directory, ``.gguf`` file, offline hub id or ``tiny``) with ``policy.transformers`` and
+    ``policy.generation``."""
     g = cfg.generation
-    return TransformersPolicy.from_pretrained(
-        cfg.model, device=cfg.transformers.device, dtype=cfg.transformers.dtype,
+    policy = TransformersPolicy.from_pretrained(
+        model_source(cfg.model, data_dir=data_dir), device=cfg.transformers.device, dtype=cfg.transformers.dtype,
         max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
     )
+    policy.model_name = cfg.model  # what the run recorded, not this machine's cache path
+    return policy

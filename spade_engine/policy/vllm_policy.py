@@ -152,11 +152,13 @@ class VllmPolicy:
         }
 
 
-def build(cfg: Any, *, band: tuple[float, float]) -> VllmPolicy:
+def build(cfg: Any, *, band: tuple[float, float], data_dir: Any = None) -> VllmPolicy:
     """The registry's factory (:mod:`spade_engine.policy.registry`): ``policy.model`` with
     ``policy.vllm`` and ``policy.generation``."""
     g = cfg.generation
+    from .hf import model_source
+
     return VllmPolicy(
-        cfg.model, dtype=cfg.vllm.dtype, gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+        model_source(cfg.model, data_dir=data_dir), dtype=cfg.vllm.dtype, gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
         max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
     )

@@ -107,7 +107,7 @@ def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path
 def start(
     max_envs: Annotated[Optional[int], typer.Option("--max-envs", help=f"Stop after this many new environments (default: loop.max_envs, {DEFAULT_MAX_ENVS}).", show_default=False, min=1)] = None,
     forever: Annotated[bool, typer.Option("--forever", help="No bound: run until Ctrl-C (loop.max_envs = 0).")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", help="Hugging Face model name or path: use the transformers policy instead of the procedural simulation.", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Use the transformers policy with this model instead of the procedural simulation: a catalogue name (spade-engine models list), a local directory, a .gguf file, an offline hub id, or tiny[:SEED].", show_default=False)] = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
     data_dir: DataDirOpt = None,
@@ -273,7 +273,7 @@ def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: in
 @handle_errors
 def retrain_command(
     run: RunArg = None,
-    model: Annotated[str, typer.Option("--model", "-m", help="Model to train: local path, hub id (offline) or tiny[:SEED].")] = ...,  # type: ignore[assignment]
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to train: a catalogue name, local directory, .gguf file, offline hub id or tiny[:SEED].")] = ...,  # type: ignore[assignment]
     max_envs: Annotated[Optional[int], typer.Option("--max-envs", help="Replay only the first N environments.", min=1)] = None,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",

@@ -96,6 +96,7 @@ def build_context(
     role: Role,
     log: EventLog,
     run_dir: Path | None = None,
+    data_dir: Path | None = None,
     policy: Policy | None = None,
     corpus: Corpus | None = None,
     memory: bool = True,
@@ -107,13 +108,14 @@ def build_context(
         memory: ``False`` turns the novelty memory and embedder off (the engine's
             ``projections=False``, the validator's ``--no-novelty``).
         run_dir: the run's directory (the engine's live projections live there).
+        data_dir: the data directory (where catalogue model names are looked up).
     """
     needs = ROLE_NEEDS[role]
     built = RunContext(ctx=None, role=role)  # type: ignore[arg-type]
     try:
         kw: dict[str, Any] = {}
         if "policy" in needs and policy is None:
-            policy = make_policy(cfg.policy, band=(cfg.reward.band_low, cfg.reward.band_high))
+            policy = make_policy(cfg.policy, band=(cfg.reward.band_low, cfg.reward.band_high), data_dir=data_dir)
             built.closers.append(policy.close)
         if "corpus" in needs and corpus is None:
             corpus = Corpus.from_paths(cfg.loop.corpus)

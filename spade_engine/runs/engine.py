@@ -84,14 +84,17 @@ def require_trainable(cfg: EngineConfig) -> None:
         )
 
 
-def make_inprocess_trainer(cfg: EngineConfig, log: Any, blobs: BlobStore) -> Any:
+def make_inprocess_trainer(cfg: EngineConfig, log: Any, blobs: BlobStore, *, data_dir: Path | None = None) -> Any:
     """The trainer of ``trainer.enabled``: trains the run's own model between environments.
 
     It needs a policy with weights (see :func:`require_trainable`)."""
     require_trainable(cfg)
     from ..trainer.loop import Trainer
 
-    return Trainer(log, blobs=blobs, config=cfg.trainer, base_model=cfg.policy.model, temperature=cfg.policy.generation.temperature)
+    return Trainer(
+        log, blobs=blobs, config=cfg.trainer, base_model=cfg.policy.model, temperature=cfg.policy.generation.temperature,
+        data_dir=data_dir,
+    )
 
 
 def open_engine(
@@ -118,12 +121,14 @@ def open_engine(
             partitions=cfg.log.partitions,
         )
         closers.append(log.close)
-        built = build_context(cfg, role="engine", log=log, run_dir=run_dir, policy=policy, corpus=corpus, memory=projections)
+        built = build_context(
+            cfg, role="engine", log=log, run_dir=run_dir, data_dir=data_dir, policy=policy, corpus=corpus, memory=projections
+        )
         closers.append(built.close)
         blobs = BlobStore(DataDir(data_dir).blobs_dir)
         engine = Engine(
             log=log, cfg=cfg, ctx=built.ctx, runner=built.runner, blobs=blobs, parent_run_id=parent_run_id,
-            trainer=make_inprocess_trainer(cfg, log, blobs) if cfg.trainer.enabled else None,
+            trainer=make_inprocess_trainer(cfg, log, blobs, data_dir=data_dir) if cfg.trainer.enabled else None,
         )
         return OpenEngine(engine=engine, run_id=run_id, run_dir=run_dir, created=create, closers=closers)
     except BaseException:

@@ -161,7 +161,7 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot, create=True, partitions=cfg.log.partitions)
     built = None
     try:
-        built = build_context(cfg, role="designer", log=log)
+        built = build_context(cfg, role="designer", log=log, data_dir=root)
         engine = Engine(log=log, cfg=cfg, ctx=built.ctx, blobs=BlobStore(DataDir(root).blobs_dir))
         designer = DesignerWorker(engine, ahead=ahead, memory=built.feed, say=say)
         engine.stop_event = stop
@@ -180,7 +180,7 @@ def _group_role(role, log, cfg, root, novelty, stop, say, until_idle, session_ti
     from ..engine.worker import RegretWorker, RolloutWorker, ValidatorWorker
     from .context import build_context
 
-    with build_context(cfg, role=role, log=log, memory=novelty) as built:
+    with build_context(cfg, role=role, log=log, data_dir=root, memory=novelty) as built:
         blobs = BlobStore(DataDir(root).blobs_dir)
         cls = {"validator": ValidatorWorker, "rollout": RolloutWorker, "regret": RegretWorker}[role]
         extra = {"feed": built.feed} if role == "validator" else {}
@@ -221,7 +221,7 @@ def _trainer(log, cfg, root, stop, until_idle, say) -> None:
 
     trainer = Trainer(
         log, blobs=BlobStore(DataDir(root).blobs_dir), config=cfg.trainer, base_model=cfg.policy.model or "tiny",
-        temperature=cfg.policy.generation.temperature, producer="trainer",
+        temperature=cfg.policy.generation.temperature, producer="trainer", data_dir=root,
         on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
     )
     published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)

@@ -49,7 +49,7 @@ def base_model_of(log: EventLog, cfg: EngineConfig, model: str | None) -> str:
 @handle_errors
 def train_command(
     run: RunArg = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Base model: local path, hub id (offline) or tiny[:SEED]. Default: the run's.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Base model: a catalogue name, local directory, .gguf file, offline hub id or tiny[:SEED]. Default: the run's.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep training as new events arrive (Ctrl-C to stop).")] = False,
     max_updates: Annotated[Optional[int], typer.Option("--max-updates", help="Stop after this many updates.", min=1)] = None,
     idle_timeout: Annotated[Optional[float], typer.Option("--idle-timeout", help="With --follow: stop after this many idle seconds.")] = None,
@@ -85,7 +85,8 @@ def train_command(
             )
 
         trainer = Trainer(
-            log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.generation.temperature, on_update=report
+            log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.generation.temperature, on_update=report,
+            data_dir=resolve_data_dir(data_dir),
         )
         if trainer.resumed_from is not None:
             out.print(f"resuming {run_id} from {trainer.state.version} (consumed {trainer.state.consumed})", highlight=False)

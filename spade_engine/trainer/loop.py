@@ -109,6 +109,7 @@ class Trainer:
         base_model: model spec (``tiny[:SEED]``, local path, hub id) the run's v0 weights are.
         model, tokenizer: an already-built base model (tests); else loaded from ``base_model``.
         temperature: the sampling temperature the policy records log-probs with.
+        data_dir: where a catalogue model name in ``base_model`` is looked up (its model cache).
     """
 
     def __init__(
@@ -122,6 +123,7 @@ class Trainer:
         temperature: float = 1.0,
         producer: str = "trainer",
         on_update: Callable[[PolicyUpdated], None] | None = None,
+        data_dir: Any = None,
     ):
         from ..policy.hf import resolve_device
 
@@ -134,7 +136,7 @@ class Trainer:
         self.on_update = on_update
         self.device = resolve_device(config.device)
         if model is None:
-            model, _ = load_base_model(base_model, device=self.device)
+            model, _ = load_base_model(base_model, device=self.device, data_dir=data_dir)
         self.state = TrainerState()
         self.resumed_from: PolicyUpdated | None = None
         last = latest_policy_update(log)

@@ -40,10 +40,13 @@ class TrainerSetupError(SpadeError):
     """The trainer cannot be set up as configured (missing optional extra, bad model...)."""
 
 
-def load_base_model(spec: str, *, device: torch.device, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` for a model spec (``tiny[:SEED]``, local path or hub id)."""
+def load_base_model(
+    spec: str, *, device: torch.device, dtype: torch.dtype = torch.float32, data_dir: Any = None
+) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for a model spec (``tiny[:SEED]``, a catalogue name, a local path or
+    ``.gguf`` file, or an offline hub id)."""
     from ..policy.tiny import build_tiny_model, parse_tiny_spec
-    from ..policy.hf import offline
+    from ..policy.hf import model_source, offline
 
     tiny = parse_tiny_spec(spec)
     if tiny is not None:
@@ -51,6 +54,7 @@ def load_base_model(spec: str, *, device: torch.device, dtype: torch.dtype = tor
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        spec = model_source(spec, data_dir=data_dir)
         local_only = offline() or Path(spec).exists()
         try:
             tok = AutoTokenizer.from_pretrained(spec, local_files_only=local_only)

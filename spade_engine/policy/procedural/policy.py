@@ -220,7 +220,7 @@ def _doc(ctx: dict[str, Any], field: str) -> str:
     return str(doc.get(field, "")) if isinstance(doc, dict) else ""
 
 
-def build(cfg: Any, *, band: tuple[float, float]) -> ProceduralPolicy:
+def build(cfg: Any, *, band: tuple[float, float], data_dir: Any = None) -> ProceduralPolicy:
     """The registry's factory (:mod:`spade_engine.policy.registry`): from ``policy.procedural``."""
     c = cfg.procedural
     return ProceduralPolicy(
