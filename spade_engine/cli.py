@@ -20,6 +20,7 @@ from .consumers.cli import app as consumers_app
 from .evaluation.cli import eval_command
 from .sandbox.cli import validate as validate_command
 from .events.cli import app as events_app
+from .metrics.cli import app as metrics_app
 from .runs import cli as run_cli
 from .runs.worker_cli import worker as worker_command
 from .trainer.cli import train_command
@@ -59,6 +60,7 @@ app.command("worker")(worker_command)
 app.command("train")(train_command)
 app.command("retrain")(run_cli.retrain_command)
 app.command("eval")(eval_command)
+app.add_typer(metrics_app, name="metrics")
 
 
 @app.command("version")

@@ -245,6 +245,52 @@ def search_cmd(
     log.close()
 
 
+@app.command("export")
+@handle_errors
+def export_cmd(
+    run: RunArg = None,
+    table_: Annotated[
+        str, typer.Option("--table", "-t", help="environments, plays, turns, or all (with --out DIR).")
+    ] = "environments",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="parquet or jsonl.")] = "parquet",
+    out_path: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", show_default=False,
+                     help="File to write (a directory for --table all); JSON Lines go to stdout without it."),
+    ] = None,
+    refresh: RefreshOpt = False,
+    url: UrlOpt = None,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Export a run's environments, plays or turns as a table: Apache Parquet (pyarrow) or JSON
+    Lines, one fixed schema per table, rows in log order (read them with pyarrow, pandas, polars
+    or DuckDB)."""
+    import sys
+
+    from .export import FORMATS, TABLES, ExportError, export_tables
+
+    names = list(TABLES) if table_ == "all" else [table_]
+    if table_ != "all" and table_ not in TABLES:
+        raise ExportError(f"unknown table {table_!r} (expected {', '.join(TABLES)} or all)")
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r} (expected {' or '.join(FORMATS)})")
+    if out_path is None and (fmt == "parquet" or len(names) > 1):
+        raise ExportError("--out is needed: " + ("a directory for --table all" if len(names) > 1 else "Parquet is binary"))
+    run_id, log, _, projs = _open(run, data_dir, backend, bootstrap, url, refresh)
+    try:
+        with projs:
+            target: Any = out_path if out_path is not None else sys.stdout.buffer
+            result = export_tables(names, fmt, target, archive=projs.archive.engine, log=log)
+    finally:
+        log.close()
+    for name, (where, n, skipped) in result.items():
+        shown = "standard output" if not isinstance(where, Path) else str(where)
+        extra = f" ({sum(skipped.values())} undecodable events skipped)" if skipped else ""
+        note(f"{name}: {n} rows of {run_id} -> {shown}{extra}")
+
+
 @app.command("migrate")
 @handle_errors
 def migrate_cmd(
