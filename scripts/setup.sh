@@ -25,6 +25,8 @@ if [[ "${1:-}" == "--system" ]]; then
 fi
 
 PY=${PYTHON:-python3}
+# the registries' certificates are in the system store: let uv use it (UV_NATIVE_TLS for older uv)
+export UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-1} UV_NATIVE_TLS=${UV_NATIVE_TLS:-1}
 if ! $PY -m uv --version >/dev/null 2>&1; then
   $PY -m pip install -q uv
 fi
