@@ -30,8 +30,10 @@ export UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-1} UV_NATIVE_TLS=${UV_NATIVE_TLS:-1}
 if ! $PY -m uv --version >/dev/null 2>&1; then
   $PY -m pip install -q uv
 fi
-# --system: reuse the machine's interpreter and whatever it already has (torch is gigabytes)
-$PY -m uv pip install --system -q -e '.[dev]'
+# into $PY's own environment (the machine's interpreter by default), reusing whatever it already
+# has (torch is gigabytes); --python, not --system, so PYTHON=/path/to/venv/bin/python is honoured
+PYEXE=$($PY -c 'import sys; print(sys.executable)')
+$PY -m uv pip install --python "$PYEXE" -q -e '.[dev]'
 
 # The console script goes into the interpreter's scripts folder. Under pyenv that folder is not on
 # PATH: the shims are, and a shim for a new script exists only after `pyenv rehash`.
