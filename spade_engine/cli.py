@@ -1,8 +1,9 @@
 """The `spade-engine` command line: one Typer app; each area registers its commands here.
 
 :func:`main` also keeps library progress bars (tqdm, Hugging Face downloads and weight loading)
-out of the output (``TQDM_DISABLE``, ``HF_HUB_DISABLE_PROGRESS_BARS``; set either to 0 to see
-them) and ends quietly when the reader of a pipe goes away (``spade-engine events tail | head``).
+out of the output (``TQDM_DISABLE``, ``HF_HUB_DISABLE_PROGRESS_BARS``, unless already set; set
+them empty to see the bars) and ends quietly when the reader of a pipe goes away
+(``spade-engine events tail | head``).
 """
 
 from __future__ import annotations
