@@ -232,6 +232,7 @@ def search_cmd(
             if len(mem) == 0:
                 rows = []
             else:
+                note(f"loading embedding model {mem.config.embedding_model}...")
                 vec = Embedder(mem.config.embedding_model).embed([text])
                 sims, idx = mem.search(vec, min(len(mem), max(k * 10, 50)))
                 ranked = [(mem.entries[int(i)]["env_id"], float(s)) for s, i in zip(sims[0], idx[0]) if i >= 0]
