@@ -25,11 +25,32 @@ if [[ "${1:-}" == "--system" ]]; then
 fi
 
 PY=${PYTHON:-python3}
+# the registries' certificates are in the system store: let uv use it (UV_NATIVE_TLS for older uv)
+export UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-1} UV_NATIVE_TLS=${UV_NATIVE_TLS:-1}
 if ! $PY -m uv --version >/dev/null 2>&1; then
   $PY -m pip install -q uv
 fi
-# --system: reuse the machine's interpreter and whatever it already has (torch is gigabytes)
-$PY -m uv pip install --system -q -e '.[dev]'
+# into $PY's own environment (the machine's interpreter by default), reusing whatever it already
+# has (torch is gigabytes); --python, not --system, so PYTHON=/path/to/venv/bin/python is honoured
+PYEXE=$($PY -c 'import sys; print(sys.executable)')
+$PY -m uv pip install --python "$PYEXE" -q -e '.[dev]'
+
+# The console script goes into the interpreter's scripts folder. Under pyenv that folder is not on
+# PATH: the shims are, and a shim for a new script exists only after `pyenv rehash`.
+SCRIPTS=$($PY -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+PYENV_BIN=$(command -v pyenv || true)
+if [[ -z "$PYENV_BIN" && -x "${PYENV_ROOT:-$HOME/.pyenv}/bin/pyenv" ]]; then
+  PYENV_BIN="${PYENV_ROOT:-$HOME/.pyenv}/bin/pyenv"
+fi
+if [[ -n "$PYENV_BIN" && "$SCRIPTS" == "$("$PYENV_BIN" root)"/* ]]; then
+  "$PYENV_BIN" rehash
+fi
+if FOUND=$(command -v spade-engine); then
+  echo "spade-engine is ready: $FOUND (try: spade-engine start)"
+else
+  echo "spade-engine was installed as $SCRIPTS/spade-engine, but $SCRIPTS is not on your PATH." >&2
+  echo "  add it:  export PATH=\"$SCRIPTS:\$PATH\"   (or run: $PY -m spade_engine.cli start)" >&2
+fi
 
 if [[ "${1:-}" == "--system" && -f scripts/kafka_broker.py ]]; then
   $PY scripts/kafka_broker.py fetch

@@ -1,6 +1,16 @@
-"""The `spade-engine` command line: one Typer app; each area registers its commands here."""
+"""The `spade-engine` command line: one Typer app; each area registers its commands here.
+
+:func:`main` also keeps library progress bars (tqdm, Hugging Face downloads and weight loading)
+out of the output (``TQDM_DISABLE``, ``HF_HUB_DISABLE_PROGRESS_BARS``, unless already set; set
+them empty to see the bars) and ends quietly when the reader of a pipe goes away
+(``spade-engine events tail | head``).
+"""
 
 from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
 
 import typer
 
@@ -11,6 +21,7 @@ from .consumers.cli import app as consumers_app
 from .evaluation.cli import eval_command
 from .sandbox.cli import validate as validate_command
 from .events.cli import app as events_app
+from .metrics.cli import app as metrics_app
 from .models.cli import app as models_app
 from .runs import cli as run_cli
 from .runs.worker_cli import worker as worker_command
@@ -22,6 +33,23 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"spade-engine {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Event-sourced self-play curriculum engine for LLM agents (SPADE)."""
+
+
 app.add_typer(events_app, name="events")
 app.command("start")(run_cli.start)
 app.command("status")(run_cli.status)
@@ -34,6 +62,7 @@ app.command("worker")(worker_command)
 app.command("train")(train_command)
 app.command("retrain")(run_cli.retrain_command)
 app.command("eval")(eval_command)
+app.add_typer(metrics_app, name="metrics")
 app.add_typer(models_app, name="models")
 
 
@@ -43,9 +72,27 @@ def version() -> None:
     print(__version__)
 
 
+#: environment variables that keep third-party progress bars out of spade-engine's output
+QUIET_LIBRARIES = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+def quiet_libraries() -> None:
+    """No tqdm or Hugging Face progress bars (unless the user set these variables already); must
+    run before those libraries are imported."""
+    for name, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(name, value)
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    quiet_libraries()
+    try:
+        app()
+    except BrokenPipeError:
+        # the reader of our stdout is gone: stop writing, no traceback (as `cat | head` does)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)
 
 
 if __name__ == "__main__":

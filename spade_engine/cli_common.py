@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
-from rich.console import Console
 
 from .errors import SpadeError
 from .events.backends import log_backend
 from .events.log import EventLog
 from .events.store import Backend, open_event_log, resolve_data_dir, resolve_run
+from .textout import err as console, out, styled
 
-console = Console(stderr=True, soft_wrap=True)
-out = Console()
+__all__ = [
+    "console", "out", "DataDirOpt", "BackendOpt", "BootstrapOpt", "RunArg", "handle_errors", "error_line", "check_backend",
+    "bootstrap_or_env", "open_run",
+]
 
 DataDirOpt = Annotated[
     Optional[Path],
@@ -35,15 +37,33 @@ RunArg = Annotated[Optional[str], typer.Argument(help="Run id or unique prefix (
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def error_line(message: object) -> None:
+    """``error: MESSAGE`` as one line on stderr; the message is text (it often quotes model-written
+    code or input), never markup, and its newlines and control characters are escaped."""
+    console.print(styled(("error:", "bold red"), " ", (message, None)), highlight=False, soft_wrap=True)
+
+
+def _os_error_message(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"
+
+
 def handle_errors(fn: F) -> F:
-    """Print SpadeErrors as one red line and exit 2, instead of a traceback."""
+    """Print SpadeErrors as one red line and exit 2, instead of a traceback. An ``OSError`` (a
+    missing, unreadable or unwritable path, a full disk) is bad input of the same kind: one line
+    naming the path, exit 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except SpadeError as exc:
-            console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            error_line(exc)
+            raise typer.Exit(2) from None
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() ends quietly
+        except OSError as exc:
+            error_line(_os_error_message(exc))
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]

@@ -90,9 +90,13 @@ def test_cli_runs_the_embedded_driver_on_sqlite(tmp_path):
     res = cli.invoke(app, ["consumers", "run", "--data-dir", str(tmp_path), "--until-idle", "0.3"])
     assert res.exit_code == 0, res.output
     assert snapshot_path(tmp_path, run_id).exists()
-    res = cli.invoke(app, ["consumers", "stats", "--data-dir", str(tmp_path)])
+    res = cli.invoke(app, ["consumers", "stats", "--data-dir", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["total"] == len(events) and summary["counts"]["RolloutCompleted"] == 8
+    res = cli.invoke(app, ["consumers", "stats", "--data-dir", str(tmp_path)])  # TSV in a pipe
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert rows[0] == ["type", "count"] and rows[-1] == ["total", str(len(events))]
+    assert dict(rows[1:-1])["RolloutCompleted"] == "8" and "cursor" in res.stderr
     res = cli.invoke(app, ["consumers", "run", "--data-dir", str(tmp_path), "--driver", "faust"])
     assert res.exit_code == 2 and "kafka" in res.output

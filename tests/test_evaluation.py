@@ -285,10 +285,13 @@ def test_cli_tiny_model_json_recorded_in_the_evaluations_log(tmp_path):
     log = open_event_log("run-20990101-000000-aaaaaa", data_dir=data, create=True)
     log.close()
     assert runs_dir.latest_run() == "run-20990101-000000-aaaaaa"
-    # the table, and plain progress lines on stderr (not a terminal)
+    # the table as TSV, its legend and plain progress lines on stderr (not a terminal)
     res = _eval("rg:gcd", "--model", "tiny:2", "--size", "2", "--max-new-tokens", "4", "--no-record", data=data, progress=True)
     assert res.exit_code == 0, res.output
-    assert "gcd" in res.stdout and "not recorded" in res.stdout and "Wilson" in res.stdout
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert rows[0] == ["suite", "task", "items", "k", "acc", "95% CI", "score", "err"]
+    assert [r[:4] for r in rows[1:]] == [["reasoning-gym", "gcd", "2", "1"]]
+    assert "not recorded" in res.stderr and "Wilson" in res.stderr
     assert "eval reasoning-gym/gcd: 0/2 items" in res.stderr and "eval reasoning-gym/gcd: 2/2 items" in res.stderr
 
 

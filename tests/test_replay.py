@@ -262,7 +262,7 @@ def test_archive_search_by_text(tmp_path):
     log.close()
     res = _cli("archive", "search", "--data-dir", str(root), "--refresh", "--text", "ordering numbers from small to large", "--json", "-k", "2")
     assert res.exit_code == 0, res.output
-    found = json.loads(res.output)
+    found = json.loads(res.stdout)  # stderr says it loads the embedding model
     assert found[0]["env_id"] == "env-sort" and len(found) == 2
     assert found[0]["similarity"] > found[1]["similarity"]
 

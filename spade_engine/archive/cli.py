@@ -7,16 +7,14 @@ projection from the log into a fresh directory and with ``--verify`` compares wi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run, out
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run
 from ..errors import SpadeError
+from ..textout import aside, is_terminal, note, plain, print_json, say, table, write_exact
 from ..events.store import DataDir, resolve_data_dir
 from .db import ARCHIVE_FILENAME, ArchiveError, make_engine, migrate, resolve_url, safe_url, schema_revision
 
@@ -50,11 +48,6 @@ def _open(run, data_dir, backend, bootstrap, url, refresh):
     return run_id, log, run_dir, projs
 
 
-def say(text: str) -> None:
-    """Print a plain line (no markup: ids hold brackets; no wrapping: lines are grepped)."""
-    out.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
 def _fmt(v: Any, digits: int = 2) -> str:
     if v is None:
         return "-"
@@ -63,30 +56,28 @@ def _fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
+_NUMERIC = ("novelty", "plays", "win", "hinted", "regret", "reward", "similarity")
+
+
 def _print_envs(rows: list[dict[str, Any]], as_json: bool, extra: str | None = None) -> None:
+    """Environments as JSON (every field), a table on a terminal or TSV in a pipe."""
     if as_json:
-        out.print_json(json.dumps(rows, default=str))
+        print_json(rows)
         return
-    table = Table(show_edge=False, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     cols = ["env_id", "skill", "verdict", "failed", "novelty", "plays", "win", "hinted", "regret", "reward"]
     if extra:
         cols.append(extra)
-    id_width = max([len(r["env_id"]) for r in rows] + [6])
-    for c in cols:
-        if c == "env_id":
-            table.add_column(c, no_wrap=True, min_width=id_width)
-        else:
-            table.add_column(c, overflow="fold")
+    cells = []
     for r in rows:
-        cells = [
+        row = [
             r["env_id"], r["skill"], r["verdict"], _fmt(r.get("failed_check")), _fmt(r.get("novelty")),
             f"{r.get('plays_plain', 0)}+{r.get('plays_hinted', 0)}", _fmt(r.get("win_rate_plain")),
             _fmt(r.get("win_rate_hinted")), _fmt(r.get("regret")), _fmt(r.get("designer_reward")),
         ]
         if extra:
-            cells.append(_fmt(r.get(extra), 3))
-        table.add_row(*cells)
-    out.print(table)
+            row.append(_fmt(r.get(extra), 3))
+        cells.append(row)
+    table(cols, cells, right=_NUMERIC)
 
 
 def _print_skipped(projs) -> None:
@@ -94,15 +85,17 @@ def _print_skipped(projs) -> None:
     total = sum(sum(c.values()) for c in skipped.values())
     if total:
         parts = [f"{name}: " + ", ".join(f"{r} x{n}" for r, n in counts.items()) for name, counts in skipped.items() if counts]
-        say(f"skipped events: {total} ({'; '.join(parts)})")
+        aside(f"skipped events: {total} ({'; '.join(parts)})")
     else:
-        say("skipped events: 0")
+        aside("skipped events: 0")
 
 
 SkillOpt = Annotated[Optional[str], typer.Option("--skill", help="Only this skill.")]
 VerdictOpt = Annotated[Optional[str], typer.Option("--verdict", help="accepted, rejected or proposed.")]
 WinMinOpt = Annotated[Optional[float], typer.Option("--win-min", help="Plain win rate at least this.")]
 WinMaxOpt = Annotated[Optional[float], typer.Option("--win-max", help="Plain win rate at most this.")]
+#: rows an `archive list` table shows unless --limit says otherwise
+DEFAULT_ROWS = 50
 RefreshOpt = Annotated[bool, typer.Option("--refresh", help="Bring the projections up to date with the log first.")]
 
 
@@ -114,7 +107,12 @@ def list_cmd(
     verdict: VerdictOpt = None,
     win_min: WinMinOpt = None,
     win_max: WinMaxOpt = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many rows.")] = 50,
+    limit: Annotated[
+        Optional[int],
+        typer.Option("--limit", "-n", min=0, show_default=False,
+                     help=f"At most this many rows (default: {DEFAULT_ROWS} in a table, all with --json; 0 = all)."),
+    ] = None,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many rows first (pages with --limit).")] = 0,
     refresh: RefreshOpt = False,
     as_json: JsonOpt = False,
     url: UrlOpt = None,
@@ -122,16 +120,28 @@ def list_cmd(
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """List a run's environments, filtered by skill, verdict and plain win-rate band."""
-    from .queries import archive_state, list_environments
+    """List a run's environments, filtered by skill, verdict and plain win-rate band.
+
+    A table shows the first 50 rows unless --limit says otherwise; --json lists every row unless
+    --limit is given. When rows are left out, "rows A-B of M" (on stderr in a pipe) says so."""
+    from .queries import archive_state, count_environments, list_environments
 
     run_id, log, _, projs = _open(run, data_dir, backend, bootstrap, url, refresh)
     with projs:
-        rows = list_environments(projs.archive.engine, skill=skill, verdict=verdict, win_min=win_min, win_max=win_max, limit=limit)
+        filters = dict(skill=skill, verdict=verdict, win_min=win_min, win_max=win_max)
+        if limit is None:
+            limit = 0 if as_json else DEFAULT_ROWS
+        rows = list_environments(projs.archive.engine, limit=limit or None, offset=offset, **filters)
+        total = count_environments(projs.archive.engine, **filters)
         _print_envs(rows, as_json)
+        if len(rows) < total:
+            first, last = (offset + 1, offset + len(rows)) if rows else (0, 0)
+            page = f"rows {first}-{last} of {total}" if rows else f"no rows at offset {offset} of {total}"
+            nxt = f"--offset {offset + len(rows)} for the next page, " if offset + len(rows) < total else ""
+            aside(f"{page} ({nxt}--limit 0 for all)")
         if not as_json:
             state = archive_state(projs.archive.engine)
-            say(f"{run_id}: {state['counts']['environments']} environments, archive at offset {state['cursor']}")
+            aside(f"{run_id}: {state['counts']['environments']} environments, archive at offset {state['cursor']}")
             _print_skipped(projs)
     log.close()
 
@@ -141,6 +151,8 @@ def list_cmd(
 def show_cmd(
     env_id: Annotated[str, typer.Argument(help="Environment id (or unique prefix).")],
     run: RunArg = None,
+    code: Annotated[bool, typer.Option("--code", help="Only the environment's code (exactly, in a pipe or file).")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Everything, also in a pipe (where the default is the code only).")] = False,
     refresh: RefreshOpt = False,
     as_json: JsonOpt = False,
     url: UrlOpt = None,
@@ -148,9 +160,14 @@ def show_cmd(
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Show one environment: code, verdict and why, novelty, hint, plays, lineage, offsets."""
+    """Show one environment: code, verdict and why, novelty, hint, plays, lineage, offsets.
+
+    In a pipe or file only the code is written, byte for byte (`archive show ENV > env.py` gives
+    the environment's source); --full writes everything, --json everything as JSON."""
     from .queries import get_environment, plays_of
 
+    if code and full:
+        raise SpadeError("--code and --full contradict each other: pass one")
     run_id, log, _, projs = _open(run, data_dir, backend, bootstrap, url, refresh)
     with projs:
         env = get_environment(projs.archive.engine, env_id)
@@ -159,16 +176,30 @@ def show_cmd(
         plays = plays_of(projs.archive.engine, env["env_id"])
     log.close()
     if as_json:
-        out.print_json(json.dumps({**env, "plays": plays}, default=str))
+        print_json({**env, "plays": plays})
+        return
+    terminal = is_terminal()
+    source = env.get("code") or ""
+    if code or (not terminal and not full):
+        if terminal:
+            say(plain(source, keep="\n\t"))
+        else:
+            write_exact(source)
+            note(f"wrote the code of {env['env_id']} ({len(source.encode('utf-8', 'backslashreplace')):,} bytes); "
+                 "--full for everything, --json for every field")
         return
     for key, value in env.items():
         if key not in ("code", "sources"):
             say(f"{key:>20} {_fmt(value, 3)}")
-    out.print("[bold]code[/]:")
-    out.print(env["code"], markup=False, highlight=False)
-    out.print(f"[bold]plays[/] ({len(plays)}):")
+    say("code:")
+    if terminal:
+        say(plain(source, keep="\n\t"))
+    else:
+        write_exact(source if source.endswith("\n") else source + "\n")
+    say(f"plays ({len(plays)}):")
     for p in plays:
-        say(f"  {p['play_id']:<24} hinted={p['hinted']!s:<5} reward={p['episode_reward']:.2f} turns={p['turns']} policy={p['policy_version']}")
+        say(f"  {p['play_id']:<24} hinted={p['hinted']!s:<5} reward={_fmt(p['episode_reward'])} turns={p['turns']} "
+            f"policy={p['policy_version']}")
 
 
 @app.command("search")
@@ -201,6 +232,7 @@ def search_cmd(
             if len(mem) == 0:
                 rows = []
             else:
+                note(f"loading embedding model {mem.config.embedding_model}...")
                 vec = Embedder(mem.config.embedding_model).embed([text])
                 sims, idx = mem.search(vec, min(len(mem), max(k * 10, 50)))
                 ranked = [(mem.entries[int(i)]["env_id"], float(s)) for s, i in zip(sims[0], idx[0]) if i >= 0]
@@ -212,6 +244,52 @@ def search_cmd(
         if not as_json:
             _print_skipped(projs)
     log.close()
+
+
+@app.command("export")
+@handle_errors
+def export_cmd(
+    run: RunArg = None,
+    table_: Annotated[
+        str, typer.Option("--table", "-t", help="environments, plays, turns, or all (with --out DIR).")
+    ] = "environments",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="parquet or jsonl.")] = "parquet",
+    out_path: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", show_default=False,
+                     help="File to write (a directory for --table all); JSON Lines go to stdout without it."),
+    ] = None,
+    refresh: RefreshOpt = False,
+    url: UrlOpt = None,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Export a run's environments, plays or turns as a table: Apache Parquet (pyarrow) or JSON
+    Lines, one fixed schema per table, rows in log order (read them with pyarrow, pandas, polars
+    or DuckDB)."""
+    import sys
+
+    from .export import FORMATS, TABLES, ExportError, export_tables
+
+    names = list(TABLES) if table_ == "all" else [table_]
+    if table_ != "all" and table_ not in TABLES:
+        raise ExportError(f"unknown table {table_!r} (expected {', '.join(TABLES)} or all)")
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r} (expected {' or '.join(FORMATS)})")
+    if out_path is None and (fmt == "parquet" or len(names) > 1):
+        raise ExportError("--out is needed: " + ("a directory for --table all" if len(names) > 1 else "Parquet is binary"))
+    run_id, log, _, projs = _open(run, data_dir, backend, bootstrap, url, refresh)
+    try:
+        with projs:
+            target: Any = out_path if out_path is not None else sys.stdout.buffer
+            result = export_tables(names, fmt, target, archive=projs.archive.engine, log=log)
+    finally:
+        log.close()
+    for name, (where, n, skipped) in result.items():
+        shown = "standard output" if not isinstance(where, Path) else str(where)
+        extra = f" ({sum(skipped.values())} undecodable events skipped)" if skipped else ""
+        note(f"{name}: {n} rows of {run_id} -> {shown}{extra}")
 
 
 @app.command("migrate")
@@ -300,7 +378,7 @@ def replay_cmd(
             difference = verify_projections(live, rebuilt)
         summary["verify"] = "equal" if difference is None else f"first difference: {difference}"
     if as_json:
-        out.print_json(json.dumps(summary, default=str))
+        print_json(summary)
     else:
         say(f"replayed {result.events} events of {run_id} into {result.directory} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s, {result.processes} process{'es' if result.processes > 1 else ''})")
         total = sum(sum(c.values()) for c in result.skipped.values())

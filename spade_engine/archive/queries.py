@@ -11,12 +11,26 @@ from sqlalchemy.engine import Engine
 
 from .models import Environment, Play, PolicyVersion, ProjectionState
 
-__all__ = ["list_environments", "get_environment", "plays_of", "policy_versions", "archive_state", "dump_archive"]
+__all__ = ["list_environments", "count_environments", "get_environment", "plays_of", "policy_versions", "archive_state", "dump_archive"]
 
 _ENV = Environment.__table__
 _PLAY = Play.__table__
 _POLICY = PolicyVersion.__table__
 _STATE = ProjectionState.__table__
+
+
+def _filtered(q: Any, skill, verdict, win_min, win_max, env_ids) -> Any:
+    if skill:
+        q = q.where(_ENV.c.skill == skill)
+    if verdict:
+        q = q.where(_ENV.c.verdict == verdict)
+    if win_min is not None:
+        q = q.where(_ENV.c.win_rate_plain >= win_min)
+    if win_max is not None:
+        q = q.where(_ENV.c.win_rate_plain <= win_max)
+    if env_ids is not None:
+        q = q.where(_ENV.c.env_id.in_(env_ids))
+    return q
 
 
 def list_environments(
@@ -28,24 +42,35 @@ def list_environments(
     win_max: float | None = None,
     env_ids: list[str] | None = None,
     limit: int | None = 50,
+    offset: int = 0,
 ) -> list[dict[str, Any]]:
-    """Environments matching every given filter, in log order (first offset)."""
-    q = select(_ENV)
-    if skill:
-        q = q.where(_ENV.c.skill == skill)
-    if verdict:
-        q = q.where(_ENV.c.verdict == verdict)
-    if win_min is not None:
-        q = q.where(_ENV.c.win_rate_plain >= win_min)
-    if win_max is not None:
-        q = q.where(_ENV.c.win_rate_plain <= win_max)
-    if env_ids is not None:
-        q = q.where(_ENV.c.env_id.in_(env_ids))
+    """Environments matching every given filter, in log order (first offset): ``limit`` of them
+    (``None``: all) after skipping the first ``offset``."""
+    q = _filtered(select(_ENV), skill, verdict, win_min, win_max, env_ids)
     q = q.order_by(_ENV.c.partition, _ENV.c.first_offset, _ENV.c.env_id)
     if limit is not None:
         q = q.limit(limit)
+    if offset:
+        q = q.offset(offset)
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(q).mappings()]
+
+
+def count_environments(
+    engine: Engine,
+    *,
+    skill: str | None = None,
+    verdict: str | None = None,
+    win_min: float | None = None,
+    win_max: float | None = None,
+    env_ids: list[str] | None = None,
+) -> int:
+    """How many environments :func:`list_environments` would list without a limit."""
+    from sqlalchemy import func
+
+    q = _filtered(select(func.count()).select_from(_ENV), skill, verdict, win_min, win_max, env_ids)
+    with engine.connect() as conn:
+        return int(conn.execute(q).scalar_one())
 
 
 def get_environment(engine: Engine, env_id: str) -> dict[str, Any] | None:

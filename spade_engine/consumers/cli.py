@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, bootstrap_or_env, console, handle_errors, open_run
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, bootstrap_or_env, handle_errors, open_run
+from ..textout import aside, note, print_json, table
 from ..errors import SpadeError
 from ..events.store import DataDir, resolve_data_dir
 from .runner import EmbeddedRunner
@@ -83,20 +84,36 @@ def run(
             bootstrap_or_env(bootstrap) or "", run_id, str(stats.path), idle_exit_s=until_idle, stall_s=stall_s
         )
         if restarts:
-            console.print(f"the faust worker was restarted {restarts} time(s)", highlight=False)
+            note(f"the faust worker was restarted {restarts} time(s)")
         stats = RunStatsProjection(run_id, snapshot_path(root, run_id))  # what the worker wrote
-    console.print(f"applied {applied} records of {run_id} ({driver} driver)", highlight=False)
+    note(f"applied {applied} records of {run_id} ({driver} driver)")
     print(json.dumps(stats.summary(), sort_keys=True))
 
 
 @app.command("stats")
 @handle_errors
-def stats(run: RunArg = None, data_dir: DataDirOpt = None, backend: BackendOpt = "sqlite", bootstrap: BootstrapOpt = None) -> None:
-    """Print the per-run statistics projection (counts by type, first/last time) as JSON."""
+def stats(
+    run: RunArg = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+    data_dir: DataDirOpt = None,
+    backend: BackendOpt = "sqlite",
+    bootstrap: BootstrapOpt = None,
+) -> None:
+    """Print the per-run statistics projection: counts by type (a table on a terminal, TSV in a
+    pipe; first/last time, cursor and skipped events beside it), or everything as JSON."""
     root = resolve_data_dir(data_dir)
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     log.close()
     path = snapshot_path(root, run_id)
     if not path.exists():
         raise SpadeError(f"no statistics for {run_id} yet: run `spade-engine consumers run {run_id}` first")
-    print(json.dumps(load_summary(path), sort_keys=True))
+    summary = load_summary(path)
+    if as_json:
+        print_json(summary, sort_keys=True)
+        return
+    rows = [(t, n) for t, n in summary["counts"].items()]
+    table(["type", "count"], [*rows, ("total", summary["total"])], title=f"statistics of {run_id}", right=["count"])
+    cursor = ", ".join(f"{p}:{o}" for p, o in summary["cursor"].items()) or "-"
+    aside(f"first {summary['first_at'] or '-'}, last {summary['last_at'] or '-'}, cursor {cursor}")
+    skipped = summary["skipped"]
+    aside("skipped: " + (", ".join(f"{r} x{n}" for r, n in skipped.items()) if skipped else "0"))

@@ -333,25 +333,21 @@ def write_audit(a: Audit, out_dir: str | Path, *, generated_at: str | None = Non
 
 
 def print_summary(a: Audit, console: Any = None, *, max_rows: int = 20) -> None:
-    """The audit as rich tables on the terminal."""
-    from rich.console import Console
-    from rich.table import Table
+    """The audit on stdout: tables on a terminal, ``# title`` + TSV blocks in a pipe or file.
+    Skills, error kinds, checks and ids come from the log (model-written): they are printed as
+    escaped text, never as markup."""
+    from ..textout import aside, say, styled, table as print_table
 
-    con = console or Console()
     until = "whole log" if a.until is None else f"until {a.until}"
-    con.print(f"[bold]audit of {a.run_id}[/] · {a.events} events ({until}) · "
-              + ", ".join(f"{k} {v}" for k, v in a.verdicts.items()), highlight=False)
+    say(styled(("audit of ", "bold"), (a.run_id, "bold"),
+               (f" · {a.events} events ({until}) · " + ", ".join(f"{k} {v}" for k, v in a.verdicts.items()), None)))
 
     def table(title: str, rows: list[dict[str, Any]], cols: list[tuple[str, str]]) -> None:
-        t = Table(title=title, title_justify="left")
-        for _, label in cols:
-            t.add_column(label)
         shown = rows[-max_rows:]
-        for r in shown:
-            t.add_row(*[_fmt(r.get(k)) for k, _ in cols])
-        con.print(t)
+        print_table([label for _, label in cols], [[_fmt(r.get(k)) for k, _ in cols] for r in shown], title=title,
+                    heading=True, console=console)
         if len(rows) > len(shown):
-            con.print(f"[dim]({len(rows) - len(shown)} earlier rows in the report)[/]")
+            aside(f"({len(rows) - len(shown)} earlier rows of {title} in the report)")
 
     table("difficulty by window and skill", a.series,
           [("window", "win"), ("skill", "skill"), ("environments", "envs"), ("validation_pass_rate", "pass"),

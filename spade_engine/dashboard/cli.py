@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, check_backend, console, handle_errors, open_run
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, check_backend, handle_errors, open_run
+from ..textout import note
 from ..errors import SpadeError
 from ..events.store import resolve_data_dir, resolve_run
 from .security import allowed_hosts
 
-__all__ = ["register", "dashboard_cmd", "audit_cmd", "is_loopback"]
+__all__ = ["register", "dashboard_cmd", "audit_cmd", "is_loopback", "bind_socket"]
 
 
 class DashboardError(SpadeError):
@@ -80,11 +82,16 @@ def dashboard_cmd(
     root = resolve_data_dir(data_dir)
     boot = bootstrap or os.environ.get("SPADE_KAFKA_BOOTSTRAP")
     run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
-    app = create_app(root, run_id, token, backend=backend, bootstrap=boot, server_process=True, window=window,
-                     allowed_hosts=hosts)
+    sock = bind_socket(host, port)  # a busy port fails here, before any URL is printed
+    try:
+        app = create_app(root, run_id, token, backend=backend, bootstrap=boot, server_process=True, window=window,
+                         allowed_hosts=hosts)
+    except BaseException:
+        sock.close()
+        raise
     shown = f"[{host}]" if ":" in host else host
     qs = "?token=<token>" if token else ""
-    console.print(f"dashboard of {run_id} on http://{shown}:{port}/{qs}  (Ctrl-C stops)", highlight=False)
+    note(f"dashboard of {run_id} on http://{shown}:{port}/{qs}  (Ctrl-C stops)")
     hub = app.state.live.hub
 
     class _Server(uvicorn.Server):
@@ -94,9 +101,28 @@ def dashboard_cmd(
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
     try:
-        _Server(config).run()
-    except OSError as exc:
+        _Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (as uvicorn binds it), or a :class:`DashboardError`
+    when the address is taken or not this machine's."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
         raise DashboardError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        raise DashboardError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 @handle_errors
@@ -132,7 +158,7 @@ def audit_cmd(
         log.close()
     files = write_audit(audit, target)
     print_summary(audit)
-    console.print(f"wrote {', '.join(str(f) for f in files)}", highlight=False)
+    note(f"wrote {', '.join(str(f) for f in files)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,14 +11,14 @@ Output: a table (or ``--json``) with accuracy per task and its 95% Wilson interv
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, console, handle_errors, open_run, out
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, console, handle_errors, open_run
+from ..textout import aside, note, plain, print_json, table
 from ..errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,32 +101,26 @@ class _Progress:
         now = time.monotonic()
         if done >= total or now - self.last.get(task, 0.0) >= self.every_s:
             self.last[task] = now
-            console.print(_plain(f"eval {task}: {done}/{total} items"), highlight=False)
+            note(f"eval {task}: {done}/{total} items")
 
 
 def _plain(text: str) -> Any:
-    """A table cell shown verbatim: no markup, control characters escaped (skills and model
-    names may come from model-written or user text)."""
-    from rich.text import Text
-
-    return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text)))
+    """A cell shown verbatim: no markup, control characters escaped (skills and model names may
+    come from model-written or user text)."""
+    return plain(text)
 
 
-def _table(events: list[Any], title: str) -> Any:
-    from rich import box
-    from rich.table import Table
+_COLUMNS = ("suite", "task", "items", "k", "acc", "95% CI", "score", "err")
 
-    table = Table(title=_plain(title), box=box.SIMPLE_HEAD, show_edge=False)
-    for col in ("suite", "task", "items", "k", "acc", "95% CI", "score", "err"):
-        flexible = col in ("suite", "task")
-        table.add_column(col, justify="left" if flexible else "right", no_wrap=not flexible, overflow="fold")
-    for ev in events:
-        cells = (
-            ev.suite, ev.task, str(ev.items), str(ev.k), f"{ev.accuracy:.3f}", f"{ev.ci_low:.3f}-{ev.ci_high:.3f}",
-            f"{ev.mean_score:.3f}", str(ev.scoring_errors),
-        )
-        table.add_row(*(_plain(c) for c in cells))
-    return table
+
+def _print_table(events: list[Any], title: str) -> None:
+    """The results: a table on a terminal, TSV (header first) in a pipe or file."""
+    rows = [
+        (ev.suite, ev.task, str(ev.items), str(ev.k), f"{ev.accuracy:.3f}", f"{ev.ci_low:.3f}-{ev.ci_high:.3f}",
+         f"{ev.mean_score:.3f}", str(ev.scoring_errors))
+        for ev in events
+    ]
+    table(_COLUMNS, rows, title=title, right=_COLUMNS[2:])
 
 
 @handle_errors
@@ -201,10 +195,7 @@ def eval_command(
         finally:
             src.close()
         if checkpoint is not None and src_id == checkpoint.run_id:
-            console.print(
-                f"warning: the policy was trained on run {src_id}: archive:{src_id} is not held out for it",
-                markup=False, highlight=False,
-            )
+            note(f"warning: the policy was trained on run {src_id}: archive:{src_id} is not held out for it")
 
     labels = [t.label for t in tasks]
     if len(set(labels)) != len(labels):
@@ -255,14 +246,13 @@ def eval_command(
             "policy": {"version": info.version, "model": info.model, "checkpoint_sha256": info.checkpoint_sha256, "run_id": info.run_id},
             "results": [payload_to_builtins(e) for e in events],
         }
-        print(json.dumps(doc, sort_keys=True))
+        print_json(doc, sort_keys=True)
         return
     mode = "greedy" if settings.greedy else f"avg@{settings.k}, temperature {settings.temperature:g}"
-    out.print(_table(events, f"{info.model} {info.version} ({mode})"))
+    _print_table(events, f"{info.model} {info.version} ({mode})")
     where = f"recorded in {recorded_in}" if recorded_in else "not recorded"
-    out.print(
+    aside(
         f"evaluation {evaluation_id}: {len(events)} task(s), {where}. acc: answers the task's verifier "
         "scored 1.0 (avg@k); 95% CI: Wilson over items; score: mean verifier score; err: verifier errors "
-        "or abnormal plays",
-        markup=False, highlight=False, soft_wrap=True,
+        "or abnormal plays"
     )

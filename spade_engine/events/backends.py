@@ -32,6 +32,9 @@ class LogBackend:
     #: ``reopen(args) -> EventLog`` from a log's :meth:`~EventLog.reopen_args` (another process)
     reopen: Callable[[Mapping[str, Any]], EventLog]
     description: str = ""
+    #: ``remove(run_id, *, data_dir, bootstrap)``: delete a run's log entirely (only used to undo
+    #: a run that a failed ``events import`` created); ``None`` when the backend cannot
+    remove: Callable[..., None] | None = None
 
 
 def _sqlite_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
@@ -54,6 +57,14 @@ def _sqlite_reopen(args: Mapping[str, Any]) -> EventLog:
     from .sqlite.log import SqliteEventLog
 
     return SqliteEventLog(args["path"], args["run_id"], create=False)
+
+
+def _sqlite_remove(run_id: str, *, data_dir: Path, bootstrap: str | None) -> None:
+    import shutil
+
+    from .datadir import DataDir
+
+    shutil.rmtree(DataDir(data_dir).run_dir(run_id), ignore_errors=True)
 
 
 def _kafka_class() -> Any:
@@ -80,11 +91,22 @@ def _kafka_reopen(args: Mapping[str, Any]) -> EventLog:
     return _kafka_class()(args["bootstrap"], args["run_id"], create=False)
 
 
+def _kafka_remove(run_id: str, *, data_dir: Path, bootstrap: str | None) -> None:
+    from .kafka.topics import admin_client, dlq_topic_for, topic_for
+
+    admin = admin_client(bootstrap or "", 10.0)
+    try:
+        admin.delete_topics([topic_for(run_id), dlq_topic_for(run_id)])
+    finally:
+        admin.close()
+
+
 BACKENDS: dict[str, LogBackend] = {
     b.name: b
     for b in (
-        LogBackend("sqlite", _sqlite_open, _sqlite_list, _sqlite_reopen, "embedded default: one SQLite file per run"),
-        LogBackend("kafka", _kafka_open, _kafka_list, _kafka_reopen, "Apache Kafka: one topic per run"),
+        LogBackend("sqlite", _sqlite_open, _sqlite_list, _sqlite_reopen, "embedded default: one SQLite file per run",
+                   remove=_sqlite_remove),
+        LogBackend("kafka", _kafka_open, _kafka_list, _kafka_reopen, "Apache Kafka: one topic per run", remove=_kafka_remove),
     )
 }
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from ..cli_common import (
     BackendOpt,
@@ -17,23 +18,24 @@ from ..cli_common import (
     RunArg,
     bootstrap_or_env,
     check_backend,
-    console,
     handle_errors,
     open_run,
-    out,
 )
 from ..errors import SpadeError
 from .catalogue import EVENT_TYPES
 from .schema import json_schemas
-from .jsonl import ImportFailed, export_jsonl, parse_jsonl
+from ..textout import is_terminal, json_line_bytes, json_text, note, print_json, say, styled, table
+from .importer import RunImported, apply_import
+from .jsonl import DEFAULT_MAX_EVENT_BYTES, ImportFailed, export_jsonl, parse_jsonl
 from .log import Record
-from .store import open_event_log, resolve_data_dir
+from .store import resolve_data_dir
 
 app = typer.Typer(help="Inspect and move a run's event log.", no_args_is_help=True)
 
 
 def summarize(rec: Record) -> str:
-    """A one-line human summary of an event's payload."""
+    """A one-line human summary of an event's payload (escape it before printing: skills, hints
+    and error kinds are model-written)."""
     p = rec.envelope.payload
     t = rec.envelope.type
     if t == "EnvironmentProposed":
@@ -46,8 +48,8 @@ def summarize(rec: Record) -> str:
         return f"hinted={p.get('hinted')} reward={p.get('episode_reward')} turns={len(p.get('turns', []))}"
     if t == "RegretEstimated":
         return (
-            f"regret={p.get('regret'):.3f} win_plain={p.get('win_rate_plain'):.2f} "
-            f"designer_reward={p.get('designer_reward'):.3f}"
+            f"regret={_num(p.get('regret'), '.3f')} win_plain={_num(p.get('win_rate_plain'), '.2f')} "
+            f"designer_reward={_num(p.get('designer_reward'), '.3f')}"
         )
     if t == "HintWritten":
         hint = str(p.get("hint", ""))
@@ -57,21 +59,43 @@ def summarize(rec: Record) -> str:
     if t == "RunStopped":
         return f"reason={p.get('reason')}"
     if t == "RunStarted":
-        return f"seed={p.get('seed')} policy={p.get('policy', {}).get('kind', '')} resumed={p.get('resumed')}"
+        policy = p.get("policy")
+        kind = policy.get("kind", "") if isinstance(policy, dict) else ""
+        return f"seed={p.get('seed')} policy={kind} resumed={p.get('resumed')}"
+    if t == "EvaluationCompleted":
+        return f"{p.get('suite')}/{p.get('task')} accuracy={_num(p.get('accuracy'), '.3f')} items={p.get('items')}"
     return ""
 
 
+def _num(v: object, spec: str) -> str:
+    return format(v, spec) if isinstance(v, (int, float)) else str(v)
+
+
+def event_line(rec: Record) -> Text:
+    """One line per event: position, time, type, key, summary; every value escaped."""
+    e = rec.envelope
+    return styled(
+        (f"{rec.partition}:{rec.offset:>7}", "dim"), " ", (e.occurred_at, "dim"), " ", (f"{e.type:<21}", "bold cyan"), " ",
+        (f"{e.key:<24}", "magenta"), " ", (summarize(rec), None),
+    )
+
+
 def _print_record(rec: Record, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.buffer.write(rec.raw + b"\n")
+    if as_json:  # the stored bytes, with U+2028/U+2029/U+0085 and C1 controls as \u escapes
+        sys.stdout.buffer.write(json_line_bytes(rec.raw) + b"\n")
         sys.stdout.flush()
         return
-    e = rec.envelope
-    out.print(
-        f"[dim]{rec.partition}:{rec.offset:>7}[/] [dim]{e.occurred_at}[/] [bold cyan]{e.type:<21}[/] "
-        f"[magenta]{e.key[:24]:<24}[/] {summarize(rec)}",
-        highlight=False,
-    )
+    say(event_line(rec))
+
+
+def check_types(types: list[str] | None) -> set[str]:
+    """The ``--type`` filter, each name a known event type."""
+    wanted = set(types or [])
+    unknown = sorted(wanted - set(EVENT_TYPES))
+    if unknown:
+        names = ", ".join(repr(t) for t in unknown)
+        raise SpadeError(f"unknown event type {names}; known: {', '.join(EVENT_TYPES)}")
+    return wanted
 
 
 @app.command("tail")
@@ -81,31 +105,33 @@ def tail(
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many of the last events to show first.")] = 20,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events (Ctrl-C stops).")] = False,
     type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only these event types.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print raw canonical JSON envelopes.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the canonical JSON envelopes, one per line.")] = False,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Show the last events of a run, and with --follow keep showing new ones."""
+    """Show the last events of a run, one line each, and with --follow keep showing new ones."""
+    wanted = check_types(type_)
     run_id, log = open_run(run, data_dir, backend, bootstrap)
-    wanted = set(type_ or [])
-    end = log.end_cursor()
-    start = {p: max(0, o - lines) for p, o in end.items()} if not wanted else {}
-    recent: list[Record] = []
-    for rec in log.read(start):
-        if wanted and rec.envelope.type not in wanted:
-            continue
-        recent.append(rec)
-    for rec in recent[-lines:] if lines > 0 else []:
-        _print_record(rec, as_json)
-    if follow:
-        try:
-            for rec in log.follow(end):
-                if not wanted or rec.envelope.type in wanted:
-                    _print_record(rec, as_json)
-        except KeyboardInterrupt:
-            pass
-    log.close()
+    try:
+        end = log.end_cursor()
+        start = {p: max(0, o - lines) for p, o in end.items()} if not wanted else {}
+        recent: list[Record] = []
+        for rec in log.read(start):
+            if wanted and rec.envelope.type not in wanted:
+                continue
+            recent.append(rec)
+        for rec in recent[-lines:] if lines > 0 else []:
+            _print_record(rec, as_json)
+        if follow:
+            try:
+                for rec in log.follow(end):
+                    if not wanted or rec.envelope.type in wanted:
+                        _print_record(rec, as_json)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        log.close()
 
 
 @app.command("count")
@@ -117,20 +143,30 @@ def count(
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Count a run's events by type."""
+    """Count a run's events by type (a table on a terminal, TSV in a pipe). On Kafka every record
+    is decoded: records that do not decode are not counted, and are reported."""
     run_id, log = open_run(run, data_dir, backend, bootstrap)
-    counts = log.count_by_type()
-    log.close()
+    try:
+        scan = getattr(log, "scan_counts", None)
+        counts, bad = scan() if scan is not None else (log.count_by_type(), [])
+    finally:
+        log.close()
+    if bad:
+        p, o, reason = bad[0]
+        more = f"; and {len(bad) - 1} more" if len(bad) > 1 else ""
+        note(styled(
+            ("warning:", "yellow"), " ",
+            (f"{len(bad)} record(s) of run {run_id} do not decode and are not counted (kept as dead letters: "
+             f"spade-engine events dead-letters {run_id}); partition {p} offset {o}: {reason}{more}", None),
+        ))
     if as_json:
-        print(json.dumps({"run_id": run_id, "counts": counts, "total": sum(counts.values())}, sort_keys=True))
+        doc: dict[str, object] = {"run_id": run_id, "counts": counts, "total": sum(counts.values())}
+        if scan is not None:
+            doc["undecodable"] = len(bad)
+        print_json(doc, sort_keys=True)
         return
-    table = Table(title=f"events in {run_id}")
-    table.add_column("type")
-    table.add_column("count", justify="right")
-    for t in sorted(set(EVENT_TYPES) | set(counts)):
-        table.add_row(t, str(counts.get(t, 0)))
-    table.add_row("[bold]total[/]", f"[bold]{sum(counts.values())}[/]")
-    out.print(table)
+    rows = [(t, counts.get(t, 0)) for t in sorted(set(EVENT_TYPES) | set(counts))]
+    table(["type", "count"], [*rows, ("total", sum(counts.values()))], title=f"events in {run_id}", right=["count"])
 
 
 @app.command("export")
@@ -155,7 +191,7 @@ def export(
             tmp.replace(out_file)
     finally:
         log.close()
-    console.print(f"exported {n} events of {run_id}", highlight=False)
+    note(f"exported {n} events of {run_id}")
 
 
 @app.command("import")
@@ -165,44 +201,47 @@ def import_(
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Import the valid lines; count the bad ones and keep them as dead letters.")
     ] = False,
+    max_event_bytes: Annotated[
+        int, typer.Option("--max-event-bytes", envvar="SPADE_IMPORT_MAX_EVENT_BYTES", min=1,
+                          help="Refuse a line (one event) longer than this many bytes.")
+    ] = DEFAULT_MAX_EVENT_BYTES,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Import JSON Lines envelopes into their run's log (all-or-nothing unless --skip-invalid).
+    """Import JSON Lines envelopes into their runs' logs: every run of the file or none (unless
+    --skip-invalid).
 
-    Events already in the log (same event_id) are skipped, so importing twice is harmless.
+    Events already in the log (same event_id, same content) are skipped, so importing twice is
+    harmless; the same event_id with other content is an error naming the line.
     """
     b = check_backend(backend)
+    root = resolve_data_dir(data_dir)
     if file == "-":
-        report = parse_jsonl(sys.stdin.buffer)
+        report = parse_jsonl(sys.stdin.buffer, max_event_bytes=max_event_bytes)
     else:
         path = Path(file)
-        if not path.exists():
-            raise SpadeError(f"{path} does not exist")
+        if not path.is_file():
+            raise SpadeError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
         with open(path, "rb") as fh:
-            report = parse_jsonl(fh)
+            report = parse_jsonl(fh, max_event_bytes=max_event_bytes)
     if report.bad and not skip_invalid:
-        for bad in report.bad[:20]:
-            console.print(f"[red]line {bad.line_no}:[/] {bad.reason}", highlight=False)
+        for bad in report.bad[1:20]:  # the first one is the error line
+            note(styled(("line", "red"), " ", (f"{bad.line_no}: {bad.reason}", None)))
         raise ImportFailed(report)
-    if not report.good:
-        raise SpadeError("no valid events to import")
-    root = resolve_data_dir(data_dir)
-    total_new = 0
-    for run_id in report.run_ids:
-        log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=bootstrap_or_env(bootstrap), create=True)
-        try:
-            items = [(env, raw) for env, raw in report.good if env.run_id == run_id]
-            new = log.append_raw(items)
-            for bad in report.bad:
-                log.dead_letter(bad.raw, f"import line {bad.line_no}: {bad.reason}", source=str(file))
-        finally:
-            log.close()
-        total_new += new
-        console.print(f"run {run_id}: {new} new events ({len(items) - new} already present)", highlight=False)
+
+    def done(r: RunImported) -> None:
+        created = " (new run)" if r.created else ""
+        note(f"run {r.run_id}{created}: {r.new} new events ({r.events - r.new} already present)")
+
+    apply_import(
+        report, backend=b, data_dir=root, bootstrap=bootstrap_or_env(bootstrap), skip_invalid=skip_invalid,
+        source=str(file), on_run=done,
+    )
+    if report.repeats:
+        note(f"{report.repeats} line(s) repeat an earlier line exactly (imported once)")
     if report.bad:
-        console.print(f"[yellow]skipped {len(report.bad)} invalid line(s)[/] (kept as dead letters)", highlight=False)
+        note(styled((f"skipped {len(report.bad)} invalid line(s)", "yellow"), " (kept as dead letters)"))
 
 
 @app.command("schema")
@@ -219,20 +258,53 @@ def schema(
     sys.stdout.write(json.dumps(schemas, indent=2, sort_keys=True) + "\n")
 
 
+def _bytes_fields(name: str, value: bytes | None) -> dict[str, object]:
+    """``{name: text}`` for UTF-8 bytes, else ``{name + "_base64": ...}`` (so nothing is lost)."""
+    if value is None:
+        return {name: None}
+    try:
+        return {name: value.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {f"{name}_base64": base64.b64encode(value).decode("ascii")}
+
+
+def _preview(value: bytes | None, n: int | None) -> str:
+    if value is None:
+        return "-"
+    text = value.decode("utf-8", errors="backslashreplace")
+    return text if n is None or len(text) <= n else text[:n] + "..."
+
+
 @app.command("dead-letters")
 @handle_errors
 def dead_letters(
     run: RunArg = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per dead letter and line.")] = False,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """List input that could not be decoded, with the reason it was rejected."""
+    """List input that could not be decoded, with the reason it was rejected and where it came
+    from. On Kafka the run's topic is scanned first, so every undecodable record is listed (from
+    the dead-letter topic, with its original record key)."""
     run_id, log = open_run(run, data_dir, backend, bootstrap)
-    letters = log.dead_letters()
-    log.close()
-    for d in letters:
-        out.print(f"[dim]{d.received_at}[/] [yellow]{d.reason}[/] {d.raw[:80]!r}", highlight=False)
-    console.print(f"{len(letters)} dead letter(s) in {run_id}", highlight=False)
-
-
+    try:
+        scan = getattr(log, "scan_counts", None)
+        if scan is not None:
+            scan()
+        letters = log.dead_letters()
+    finally:
+        log.close()
+    if as_json:
+        for d in letters:
+            doc = {"received_at": d.received_at, "source": d.source, "reason": d.reason,
+                   **_bytes_fields("key", d.key), **_bytes_fields("raw", d.raw)}
+            sys.stdout.write(json_text(doc) + "\n")
+        sys.stdout.flush()
+    else:
+        width = 80 if is_terminal() else None
+        table(
+            ["received_at", "source", "key", "reason", "raw"],
+            [(d.received_at, d.source, _preview(d.key, width), d.reason, _preview(d.raw, width)) for d in letters],
+        )
+    note(f"{len(letters)} dead letter(s) in {run_id}")

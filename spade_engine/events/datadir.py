@@ -19,22 +19,44 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..errors import SpadeError
 from .errors import RunNotFound
 from .sqlite.log import LOG_FILENAME
 
-__all__ = ["DEFAULT_DATA_DIR", "resolve_data_dir", "new_run_id", "DataDir"]
+__all__ = ["DEFAULT_DATA_DIR", "resolve_data_dir", "check_data_dir", "DataDirError", "new_run_id", "DataDir"]
 
 DEFAULT_DATA_DIR = "spade-data"
 
 
+class DataDirError(SpadeError):
+    """The data directory cannot be a directory (it, or a folder above it, is a file)."""
+
+
+def check_data_dir(path: Path) -> Path:
+    """``path`` if it is, or can become, a directory: it and the nearest existing folder above it
+    must be directories (``--data-dir /etc/passwd/x`` is an error naming ``/etc/passwd``)."""
+    for p in (path, *path.parents):
+        try:
+            if not p.exists():
+                continue
+        except (OSError, ValueError) as exc:
+            raise DataDirError(f"data directory {path}: {exc}") from None
+        if not p.is_dir():
+            what = "is" if p == path else f"cannot hold it: {p} is"
+            raise DataDirError(f"data directory {path} {what} a file, not a directory")
+        break
+    return path
+
+
 def resolve_data_dir(flag: str | Path | None = None) -> Path:
-    """``--data-dir`` flag, else ``$SPADE_DATA``, else ``./spade-data``."""
+    """``--data-dir`` flag, else ``$SPADE_DATA``, else ``./spade-data`` (checked: see
+    :func:`check_data_dir`)."""
     if flag:
-        return Path(flag).expanduser()
+        return check_data_dir(Path(flag).expanduser())
     env = os.environ.get("SPADE_DATA")
     if env:
-        return Path(env).expanduser()
-    return Path(DEFAULT_DATA_DIR)
+        return check_data_dir(Path(env).expanduser())
+    return check_data_dir(Path(DEFAULT_DATA_DIR))
 
 
 def new_run_id() -> str:

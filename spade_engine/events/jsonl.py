@@ -1,24 +1,48 @@
 """Moving a run to and from JSON Lines: one canonical envelope per line.
 
 Export writes the stored bytes of each event, so export -> import -> export is byte-for-byte
-identical. Import is all-or-nothing by default: every line is checked first (valid JSON, all
-envelope fields, a known event type whose payload decodes) and any bad line is reported with its
-line number; with ``skip_invalid`` the good lines are imported and the bad ones counted and kept in
-the dead-letter store.
+identical. Import is all-or-nothing by default: every line is checked first (at most
+``max_event_bytes`` long, valid JSON however deeply nested, all envelope fields, an importable
+run id, a known event type whose payload decodes, an event id not given earlier in the file with
+other content) and any bad line is reported with its line number; with ``skip_invalid`` the good
+lines are imported and the bad ones counted and kept in the dead-letter store. Applying a parsed
+file to the logs, all runs or none, is :mod:`.importer`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from .codec import decode_envelope, encode_envelope
 from .envelope import Envelope
-from .errors import EventError, MalformedEvent
+from .errors import EventError
 from .log import EventLog
 
-__all__ = ["export_jsonl", "parse_jsonl", "ImportReport", "ImportFailed", "BadLine"]
+__all__ = [
+    "export_jsonl", "parse_jsonl", "ImportReport", "ImportFailed", "BadLine", "DEFAULT_MAX_EVENT_BYTES",
+    "check_run_id", "RUN_ID_RULE",
+]
+
+#: the largest line (one event) an import accepts unless told otherwise (``--max-event-bytes``)
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: how much of a rejected line is kept as its dead letter
+_KEPT_BYTES = 4096
+#: a run id an import may create: it names a directory and a Kafka topic
+_RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+RUN_ID_RULE = "1-200 letters, digits, '.', '_' or '-', not starting with '.'"
+_EVENT_ID = re.compile(r"[\x21-\x7e]{1,128}")
+_MAX_KEY_CHARS = 1024
+
+
+def check_run_id(run_id: str) -> str | None:
+    """Why ``run_id`` cannot be imported (``None`` if it can)."""
+    if _RUN_ID.fullmatch(run_id) and not run_id.endswith(".dlq"):
+        return None
+    shown = run_id if len(run_id) <= 60 else f"{run_id[:40]}... ({len(run_id)} characters)"
+    return f"run id {shown!r} is not importable ({RUN_ID_RULE})"
 
 
 @dataclass(frozen=True)
@@ -34,6 +58,10 @@ class ImportReport:
 
     good: list[tuple[Envelope, bytes]] = field(default_factory=list)
     bad: list[BadLine] = field(default_factory=list)
+    #: the line number of each good envelope (same order as ``good``)
+    line_nos: list[int] = field(default_factory=list)
+    #: lines that repeat an earlier line's event exactly (imported once)
+    repeats: int = 0
 
     @property
     def run_ids(self) -> list[str]:
@@ -66,25 +94,97 @@ def export_jsonl(log: EventLog, out: BinaryIO) -> int:
     return n
 
 
-def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    for i, line in enumerate(stream, start=1):
-        line = line.rstrip(b"\r\n")
-        if line.strip():
-            yield i, line
-
-
-def parse_jsonl(lines: Iterable[tuple[int, bytes]] | BinaryIO) -> ImportReport:
-    """Check every line; keep the original bytes of canonical lines (re-encode the others)."""
-    if hasattr(lines, "read"):
-        lines = _lines(lines)  # type: ignore[arg-type]
-    report = ImportReport()
-    for line_no, raw in lines:  # type: ignore[union-attr]
-        try:
-            env = decode_envelope(raw)
-            env.event()  # known type, decodable payload (upcast if old)
-        except (MalformedEvent, EventError) as exc:
-            report.bad.append(BadLine(line_no, str(exc), raw))
+def _lines(stream: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes, str | None]]:
+    """``(line number, bytes, error)`` per non-blank line; a line longer than ``max_bytes`` is
+    read past (never held whole) and comes with an error and only its first bytes."""
+    line_no = 0
+    while True:
+        chunk = stream.readline(max_bytes + 2)
+        if not chunk:
+            return
+        line_no += 1
+        if not chunk.endswith(b"\n") and len(chunk) > max_bytes:
+            size = len(chunk)
+            while True:  # skip the rest of the oversized line, never holding it
+                more = stream.readline(1 << 20)
+                size += len(more)
+                if not more or more.endswith(b"\n"):
+                    size -= len(more) - len(more.rstrip(b"\r\n"))
+                    break
+            yield line_no, chunk[:_KEPT_BYTES], (
+                f"event of {size:,} bytes is over the limit of {max_bytes:,} bytes (--max-event-bytes)"
+            )
             continue
-        canonical = encode_envelope(env)
+        line = chunk.rstrip(b"\r\n")
+        if len(line) > max_bytes:
+            yield line_no, line[:_KEPT_BYTES], (
+                f"event of {len(line):,} bytes is over the limit of {max_bytes:,} bytes (--max-event-bytes)"
+            )
+        elif line.strip():
+            yield line_no, line, None
+
+
+def _check(raw: bytes) -> Envelope:
+    """The envelope of one line, or an :class:`EventError` saying what is wrong with it."""
+    try:
+        env = decode_envelope(raw)
+    except RecursionError:
+        raise EventError("not valid JSON: nested too deeply") from None
+    problem = check_run_id(env.run_id)
+    if problem:
+        raise EventError(problem)
+    if not _EVENT_ID.fullmatch(env.event_id):
+        raise EventError(f"event_id {env.event_id[:60]!r} is not 1-128 printable ASCII characters without spaces")
+    if len(env.key) > _MAX_KEY_CHARS:
+        raise EventError(f"key of {len(env.key)} characters is over the limit of {_MAX_KEY_CHARS}")
+    try:
+        env.event()  # known type, decodable payload (upcast if old)
+    except RecursionError:
+        raise EventError(f"{env.type} payload nested too deeply") from None
+    return env
+
+
+def parse_jsonl(
+    lines: Iterable[tuple[int, bytes]] | BinaryIO, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+) -> ImportReport:
+    """Check every line; keep the original bytes of canonical lines (re-encode the others).
+
+    Never raises for bad input: each bad line is a :class:`BadLine` with its reason, including
+    a second line with an earlier line's ``event_id`` and other content (both line numbers named).
+    """
+    if hasattr(lines, "read"):
+        items: Iterable[tuple[int, bytes, str | None]] = _lines(lines, max_event_bytes)  # type: ignore[arg-type]
+    else:
+        items = (
+            (n, raw, f"event of {len(raw):,} bytes is over the limit of {max_event_bytes:,} bytes (--max-event-bytes)"
+             if len(raw) > max_event_bytes else None)
+            for n, raw in lines  # type: ignore[union-attr]
+        )
+    report = ImportReport()
+    first: dict[str, tuple[int, bytes]] = {}
+    for line_no, raw, problem in items:
+        if problem is not None:
+            report.bad.append(BadLine(line_no, problem, raw))
+            continue
+        try:
+            env = _check(raw)
+            canonical = encode_envelope(env)
+        except EventError as exc:
+            report.bad.append(BadLine(line_no, str(exc), raw[:_KEPT_BYTES]))
+            continue
+        except Exception as exc:  # noqa: BLE001 - hostile input must never end in a traceback
+            report.bad.append(BadLine(line_no, f"cannot decode: {type(exc).__name__}: {exc}", raw[:_KEPT_BYTES]))
+            continue
+        earlier = first.get(env.event_id)
+        if earlier is not None:
+            if earlier[1] == canonical:
+                report.repeats += 1
+            else:
+                report.bad.append(BadLine(
+                    line_no, f"event_id {env.event_id} is also on line {earlier[0]}, with different content", raw[:_KEPT_BYTES]
+                ))
+            continue
+        first[env.event_id] = (line_no, canonical)
         report.good.append((env, raw if raw == canonical else canonical))
+        report.line_nos.append(line_no)
     return report

@@ -80,6 +80,8 @@ class DeadLetter:
     raw: bytes
     received_at: str
     source: str = ""
+    #: the record key the input had (Kafka keeps it on the dead-letter record), if any
+    key: bytes | None = None
 
 
 def advance(cursor: Mapping[int, int], record: Record) -> Cursor:

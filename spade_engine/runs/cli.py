@@ -11,6 +11,7 @@ yet played).
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -30,7 +31,6 @@ from ..cli_common import (
     RunArg,
     bootstrap_or_env,
     check_backend,
-    console,
     handle_errors,
     open_run,
     out,
@@ -40,48 +40,93 @@ from ..errors import SpadeError
 from ..engine.state import RunState
 from ..events.store import resolve_data_dir
 from ..recorded import recorded_config
+from ..textout import is_terminal, note, plain, print_json, say, styled, tsv_row
 
-__all__ = ["start", "status", "render_stats", "next_commands", "retrain_command", "run_retrain"]
+__all__ = ["start", "status", "render_stats", "print_stats", "stats_rows", "progress_line", "next_commands", "retrain_command",
+           "run_retrain"]
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _band(stats: dict[str, Any]) -> str:
+    band = stats["band_share"]
+    return "-" if band is None else f"{band:.0%}"
+
+
+def stats_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+    """The head of a run summary as (label, value) rows (values hold model-written skill and
+    error-kind names: print them escaped)."""
+    kinds = ", ".join(f"{k} {v}" for k, v in stats["invalid_kinds"].items()) or "-"
+    return [
+        ("proposals", f"{stats['proposals']} ({stats['roots']} new, {stats['repairs']} repairs)"),
+        ("validity", f"{stats['valid']} valid / {stats['invalid']} invalid  {kinds}"),
+        ("novelty", f"{stats['accepted']} accepted, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}"),
+        ("plays", f"{stats['plays']} plays, {stats['estimated']} environments estimated"),
+        ("regret", f"mean regret {_fmt(stats['mean_regret'])}, mean win rate {_fmt(stats['mean_win_rate'], '.2f')}, "
+                   f"in band [0.4, 0.6]: {_band(stats)}"),
+        ("policy", str(stats["policy_version"])),
+    ]
+
+
+_SKILL_COLUMNS = ("skill", "envs", "estimated", "difficulty", "win rate", "regret")
+
+
+def _skill_rows(stats: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (name, str(s["envs"]), str(s["estimated"]), _fmt(s["last_difficulty"], ".2f"), _fmt(s["mean_win_rate"], ".2f"),
+         _fmt(s["mean_regret"]))
+        for name, s in stats["skills"].items()
+    ]
+
+
 def render_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> Any:
-    """A rich renderable summarising a run's statistics (``RunState.stats()``)."""
+    """A rich renderable summarising a run's statistics (``RunState.stats()``); every value is
+    plain text (skill names and error kinds come from the designer)."""
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    kinds = ", ".join(f"{k} {v}" for k, v in stats["invalid_kinds"].items()) or "-"
-    head.add_row("proposals", f"{stats['proposals']} ({stats['roots']} new, {stats['repairs']} repairs)")
-    head.add_row("validity", f"{stats['valid']} valid / {stats['invalid']} invalid  [dim]{kinds}[/]")
-    head.add_row(
-        "novelty",
-        f"{stats['accepted']} accepted, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}",
-    )
-    head.add_row("plays", f"{stats['plays']} plays, {stats['estimated']} environments estimated")
-    band = stats["band_share"]
-    head.add_row(
-        "regret",
-        f"mean regret {_fmt(stats['mean_regret'])}, mean win rate {_fmt(stats['mean_win_rate'], '.2f')}, "
-        f"in band [0.4, 0.6]: {'-' if band is None else f'{band:.0%}'}",
-    )
-    head.add_row("policy", str(stats["policy_version"]))
+    for label, value in stats_rows(stats):
+        head.add_row(label, plain(value))
     skills = Table(show_edge=False, box=None, header_style="bold cyan")
-    for col in ("skill", "envs", "estimated", "difficulty", "win rate", "regret"):
+    for col in _SKILL_COLUMNS:
         skills.add_column(col, justify="right" if col != "skill" else "left")
-    for name, s in stats["skills"].items():
-        skills.add_row(
-            name, str(s["envs"]), str(s["estimated"]), _fmt(s["last_difficulty"], ".2f"),
-            _fmt(s["mean_win_rate"], ".2f"), _fmt(s["mean_regret"]),
-        )
+    for row in _skill_rows(stats):
+        skills.add_row(*(plain(c) for c in row))
     parts: list[Any] = [head]
     if stats["skills"]:
         parts += [Text(""), skills]
     if extra:
-        parts.append(Text(extra, style="dim"))
-    return Panel(Group(*parts), title=title or stats["run_id"], border_style="cyan")
+        parts.append(plain(extra, "dim"))
+    return Panel(Group(*parts), title=plain(title or stats["run_id"]), border_style="cyan")
+
+
+def print_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> None:
+    """A run summary on stdout: the panel on a terminal; in a pipe or file TSV: ``run``, the head
+    rows and ``state`` as label/value lines, a blank line, then the per-skill table."""
+    if is_terminal():
+        out.print(render_stats(stats, title=title, extra=extra))
+        return
+    lines = [("run", title or stats["run_id"]), *stats_rows(stats)]
+    if extra:
+        lines.append(("state", extra))
+    rows = [tsv_row(r) for r in lines]
+    if stats["skills"]:
+        rows += ["", tsv_row(_SKILL_COLUMNS), *(tsv_row(r) for r in _skill_rows(stats))]
+    sys.stdout.write("\n".join(rows) + "\n")
+    sys.stdout.flush()
+
+
+def progress_line(stats: dict[str, Any], elapsed_s: float, bound: int | None) -> str:
+    """One line of progress for a run without a terminal (``start`` in a pipe or a log file)."""
+    of = f"/{bound}" if bound else ""
+    return (
+        f"[{elapsed_s:5.0f}s] {stats['roots']}{of} environments ({stats['proposals']} proposals, {stats['repairs']} repairs): "
+        f"{stats['valid']} valid, {stats['invalid']} invalid, {stats['accepted']} accepted, {stats['duplicates']} duplicates; "
+        f"{stats['plays']} plays, {stats['estimated']} estimated; mean regret {_fmt(stats['mean_regret'])}, "
+        f"in band {_band(stats)}"
+    )
 
 
 def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path | None) -> list[str]:
@@ -116,7 +161,8 @@ def start(
     new: Annotated[bool, typer.Option("--new", help="Always start a new run instead of resuming the latest unfinished one.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
     plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays and hinted plays per environment.", show_default=False)] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the live progress panel.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress: a live panel on a terminal, a line every --progress-every seconds otherwise.")] = True,
+    progress_every: Annotated[float, typer.Option("--progress-every", help="Seconds between progress lines when stdout is not a terminal.", min=0.1)] = 10.0,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
 ) -> None:
     """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
@@ -154,19 +200,35 @@ def start(
         else:
             cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
             if model or seed is not None or config is not None:
-                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config are ignored[/]")
+                note(styled(("resuming: the run keeps its recorded config; --model/--seed/--config are ignored", "yellow")))
     verb = "starting new run" if create else "resuming run"
-    console.print(f"[bold]{verb}[/] {run_id}  [dim](data {root}, backend {b}, policy {cfg.policy.kind})[/]")
+    note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
+    if cfg.policy.kind != "procedural" and cfg.policy.model:
+        note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
         engine = opened.engine
         if engine.trainer is not None:
-            console.print(f"[dim]training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)[/]")
+            note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
+        embedder = engine.ctx.embedder
+        if embedder is not None:
+            name = cfg.memory.embedding_model
+            note(styled((f"loading embedding model {name}...", "dim")))
+            t_load = time.monotonic()
+            embedder.embed(["warm-up"])
+            note(styled((f"embedding model {name} loaded in {time.monotonic() - t_load:.1f}s", "dim")))
         t0 = time.monotonic()
         last = [0.0]
         live: Live | None = None
+        lines = progress and not is_terminal()
+        band = (cfg.reward.band_low, cfg.reward.band_high)
 
         def draw(state: RunState, force: bool = False) -> None:
             now = time.monotonic()
+            if lines:
+                if force or now - last[0] >= progress_every:
+                    last[0] = now
+                    say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound))
+                return
             if live is None or (not force and now - last[0] < 0.25):
                 return
             last[0] = now
@@ -175,7 +237,7 @@ def start(
                 f"{now - t0:.0f}s  sandbox {tm.sandbox:.1f}s  policy {tm.policy:.1f}s  embedding {tm.embedding:.1f}s  "
                 f"(max envs {cfg.loop.env_bound or 'unbounded'}; Ctrl-C stops cleanly)"
             )
-            live.update(render_stats(state.stats((cfg.reward.band_low, cfg.reward.band_high)), title=run_id, extra=extra))
+            live.update(render_stats(state.stats(band), title=run_id, extra=extra))
 
         engine.on_progress = draw
         interrupts = [0]
@@ -184,7 +246,7 @@ def start(
             interrupts[0] += 1
             if interrupts[0] > 1:
                 raise KeyboardInterrupt
-            console.print("[yellow]stopping after the current step (Ctrl-C again to abort now)...[/]")
+            note(styled(("stopping after the current step (Ctrl-C again to abort now)...", "yellow")))
             engine.stop()
 
         in_main = threading.current_thread() is threading.main_thread()
@@ -193,30 +255,35 @@ def start(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 old[sig] = signal.signal(sig, on_signal)
         try:
-            if progress:
+            if progress and not lines:
                 live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
                 live.start()
+            elif lines:
+                draw(engine.state, force=True)  # a first line at once: the run is alive
             try:
                 reason = engine.run()
             except KeyboardInterrupt:
                 reason = "interrupted"
-            draw(engine.state, force=True)
+            if live is not None:
+                draw(engine.state, force=True)
         finally:
             if live is not None:
                 live.stop()
             for sig, handler in old.items():
                 signal.signal(sig, handler)
-        s = engine.state.stats()
+        s = engine.state.stats(band)
+        if lines:
+            print_stats(s, title=run_id, extra=f"{time.monotonic() - t0:.0f}s, stopped ({reason})")
         trained = ""
         if engine.trainer is not None:
             trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
-        console.print(
-            f"[bold]stopped[/] ({reason}): {s['roots']} environments, {s['accepted']} accepted, {s['plays']} plays, "
-            f"mean regret {_fmt(s['mean_regret'])}{trained}.",
-            highlight=False,
-        )
+        note(styled(
+            ("stopped", "bold"),
+            (f" ({reason}): {s['roots']} environments, {s['accepted']} accepted, {s['plays']} plays, "
+             f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
+        ))
         for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
-            console.print(line, markup=False, highlight=False)
+            note(line)
 
 
 @handle_errors
@@ -228,7 +295,6 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarise a run: proposals, validity, novelty, plays, regret, win-rate band, per-skill difficulty."""
-    import json
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
@@ -237,7 +303,7 @@ def status(
         log.close()
     stats = state.stats()
     if as_json:
-        out.print_json(json.dumps(stats))
+        print_json(stats)
         return
     if not state.starts:
         lifecycle = "never started"
@@ -245,7 +311,7 @@ def status(
         lifecycle = f"stopped ({stats['stopped']})"
     else:
         lifecycle = "running, or ended without RunStopped (start resumes it)"
-    out.print(render_stats(stats, title=run_id, extra=f"{lifecycle}; {stats['starts']} start(s)"))
+    print_stats(stats, title=run_id, extra=f"{lifecycle}; {stats['starts']} start(s)")
 
 
 def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str = "sqlite",
@@ -255,19 +321,16 @@ def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: in
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
-        out.print(f"retraining {model} on the curriculum of {run_id}", highlight=False)
+        say(f"retraining {model} on the curriculum of {run_id}")
         result = retrain_run(
             log, model=model, data_dir=resolve_data_dir(data_dir), max_envs=max_envs,
-            on_env=lambda i, env_id: out.print(f"  environment {i + 1}: {env_id}", highlight=False),
+            on_env=lambda i, env_id: say(f"  environment {i + 1}: {env_id}"),
         )
     finally:
         log.close()
     versions = ", ".join(u.version for u in result.updates) or "none (no group had reward variance)"
-    out.print(
-        f"new run {result.run_id} (parent {result.parent_run_id}): {result.environments} environments replayed, "
-        f"versions trained: {versions}",
-        highlight=False,
-    )
+    say(f"new run {result.run_id} (parent {result.parent_run_id}): {result.environments} environments replayed, "
+        f"versions trained: {versions}")
 
 
 @handle_errors

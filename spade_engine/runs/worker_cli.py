@@ -20,7 +20,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, console, handle_errors
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, handle_errors
+from ..textout import note, styled
 from ..config import EngineConfig, load_config
 from ..engine.worker import ROLES
 from ..errors import SpadeError
@@ -106,7 +107,7 @@ def worker(
         signal.signal(signal.SIGINT, on_signal)
 
     def say(line: str) -> None:
-        console.print(f"[dim]{role}[/] {line}", highlight=False)
+        note(styled((role, "dim"), " ", (line, None)))
 
     if role == "designer":
         _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions, ahead, stop, say)

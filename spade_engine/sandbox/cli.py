@@ -1,14 +1,14 @@
 """`spade-engine validate PATH... [--json]`: run the sandboxed validator on environment files.
 
 Prints one verdict per file (``--json``: one JSON object per line with ``path``, ``valid``,
-``error_kind``, ``failed_check``, ``checks`` and the other ``EnvironmentValidated`` fields).
+``error_kind``, ``failed_check``, ``checks`` and the other ``EnvironmentValidated`` fields; no raw
+U+2028, U+2029 or U+0085 inside, so every object is exactly one line).
 Exit code 0 only if every file is valid, 1 otherwise, 2 on bad input. Files are validated
 independently: a hostile file only ever fails itself.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,9 +16,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_common import console, handle_errors, out
+from ..cli_common import handle_errors
 from ..config import load_config
 from ..errors import SpadeError
+from ..textout import json_text, note, say, styled
 from . import SandboxPool
 from .validator import ValidationReport, Validator
 
@@ -62,7 +63,7 @@ def validate(
     scfg = cfg.sandbox.model_copy(update={"workers": min(cfg.sandbox.workers, len(files))})
     with SandboxPool(scfg) as pool:
         if pool.missing_layers:
-            console.print(f"[yellow]warning:[/] sandbox layers missing: {', '.join(pool.missing_layers)}", highlight=False)
+            note(styled(("warning:", "yellow"), f" sandbox layers missing: {', '.join(pool.missing_layers)}"))
         validator = Validator(pool, turn_limit=cfg.loop.turn_limit)
         with ThreadPoolExecutor(max_workers=scfg.workers) as ex:
             reports = ex.map(validator.validate, sources)
@@ -74,15 +75,19 @@ def validate(
 
 
 def _print(path: Path, r: ValidationReport, as_json: bool, verbose: bool) -> None:
+    """One verdict line per file (and one line per check with --verbose). The detail, class name
+    and check details come from the environment's own code: printed as escaped text, never markup,
+    so an environment cannot forge a verdict line."""
     if as_json:
-        sys.stdout.write(json.dumps({"path": str(path), **r.to_dict()}, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text({"path": str(path), **r.to_dict()}) + "\n")
         sys.stdout.flush()
         return
     if r.valid:
-        out.print(f"[green]valid[/]   {path}  [dim]{r.class_name} ({r.contract}), {r.seconds * 1000:.0f} ms[/]", highlight=False)
+        say(styled(("valid", "green"), "   ", (path, None), "  ", (f"{r.class_name} ({r.contract}), {r.seconds * 1000:.0f} ms", "dim")))
     else:
-        out.print(f"[red]invalid[/] {path}  [bold]{r.error_kind}[/] at [bold]{r.failed_check}[/]: {r.detail}", highlight=False, markup=True)
+        say(styled(("invalid", "red"), " ", (path, None), "  ", (r.error_kind, "bold"), " at ", (r.failed_check, "bold"), ": ",
+                   (r.detail, None)))
     if verbose:
         for c in r.checks:
-            mark = "[green]ok[/]  " if c.passed else "[red]FAIL[/]"
-            out.print(f"    {mark} {c.name:<14} {c.seconds * 1000:7.1f} ms  {c.detail}", highlight=False)
+            mark = ("ok  ", "green") if c.passed else ("FAIL", "red")
+            say(styled("    ", mark, " ", (f"{c.name:<14} {c.seconds * 1000:7.1f} ms  {c.detail}", None)))

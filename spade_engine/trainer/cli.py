@@ -10,7 +10,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..blobs import BlobStore
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run, out
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run
+from ..textout import say
 from ..config import EngineConfig, load_config
 from ..errors import ConfigError, SpadeError
 from ..events.catalogue import PolicyUpdated
@@ -76,12 +77,11 @@ def train_command(
 
         def report(ev: PolicyUpdated) -> None:
             m = ev.metrics
-            out.print(
+            say(
                 f"{ev.version} (parent {ev.parent_version}): loss {m.get('loss', 0):+.4f} "
                 f"reward {m.get('agent_reward_mean', float('nan')):.3f} samples {int(m.get('samples', 0))} "
                 f"zero-var {int(m.get('zero_variance_groups', 0))} stale {int(m.get('stale_dropped', 0))} "
-                f"consumed {ev.consumed}",
-                highlight=False,
+                f"consumed {ev.consumed}"
             )
 
         trainer = Trainer(
@@ -89,7 +89,7 @@ def train_command(
             data_dir=resolve_data_dir(data_dir),
         )
         if trainer.resumed_from is not None:
-            out.print(f"resuming {run_id} from {trainer.state.version} (consumed {trainer.state.consumed})", highlight=False)
+            say(f"resuming {run_id} from {trainer.state.version} (consumed {trainer.state.consumed})")
         stop = threading.Event()
         old = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
@@ -100,10 +100,9 @@ def train_command(
             published = trainer.updates
         finally:
             signal.signal(signal.SIGTERM, old)
-        out.print(
+        say(
             f"{len(published)} update(s); policy {trainer.state.version}; "
-            f"already-trained groups skipped on resume: {trainer.assembler.already_trained}",
-            highlight=False,
+            f"already-trained groups skipped on resume: {trainer.assembler.already_trained}"
         )
     except SpadeError:
         raise

@@ -459,7 +459,40 @@ class KafkaEventLog:
                 counts[etype] = counts.get(etype, 0) + 1
         return dict(sorted(counts.items()))
 
-    def dead_letter(self, raw: bytes, reason: str, *, source: str = "", position: tuple[int, int] | None = None) -> None:
+    def scan_counts(self) -> tuple[dict[str, int], list[tuple[int, int, str]]]:
+        """Decode every record now in the topic: ``(distinct events by type, undecodable records
+        as (partition, offset, reason))``. Unlike :meth:`count_by_type` (record headers only), a
+        record whose value does not decode is not counted under its header's type; each such
+        record is also sent to the dead-letter topic (once)."""
+        counts: dict[str, int] = {}
+        bad: list[tuple[int, int, str]] = []
+        consumer = self._new_consumer()
+        try:
+            self._seek(consumer, None)
+            end = self._end_offsets(consumer)
+            todo = {tp for tp in self._tps if consumer.position(tp) < end[tp]}
+            seen: set[str] = set()
+            for msg in self._consume_until(consumer, end, todo):
+                raw = msg.value if msg.value is not None else b""
+                try:
+                    env = decode_envelope(raw)
+                    if env.run_id != self.run_id:
+                        raise MalformedEvent(f"event {env.event_id} belongs to run {env.run_id!r}, not {self.run_id!r}")
+                except MalformedEvent as exc:
+                    bad.append((msg.partition, msg.offset, str(exc)))
+                    self._dead_letter_record(msg, str(exc))
+                    continue
+                if env.event_id in seen:
+                    continue
+                seen.add(env.event_id)
+                counts[env.type] = counts.get(env.type, 0) + 1
+        finally:
+            consumer.close()
+        return dict(sorted(counts.items())), bad
+
+    def dead_letter(
+        self, raw: bytes, reason: str, *, source: str = "", position: tuple[int, int] | None = None, key: bytes | None = None
+    ) -> None:
         headers = [("reason", reason.encode()), ("source", source.encode()), ("received_at", utc_now().encode())]
         if position is not None:
             headers += [
@@ -468,7 +501,7 @@ class KafkaEventLog:
                 ("source_offset", str(position[1]).encode()),
             ]
         try:
-            fut = self._producer_().send(self.dlq_topic, value=bytes(raw), headers=headers)
+            fut = self._producer_().send(self.dlq_topic, key=key, value=bytes(raw), headers=headers)
             self._producer_().flush()
             fut.get(timeout=self.connect_timeout_s + 120)
         except KafkaError as exc:
@@ -481,11 +514,16 @@ class KafkaEventLog:
                 for m in self._dlq_messages():
                     p, o = header(m.headers, "source_partition"), header(m.headers, "source_offset")
                     if p is not None and o is not None and header(m.headers, "source_topic") == self.topic.encode():
-                        self._dead_positions.add((int(p), int(o)))
+                        try:
+                            self._dead_positions.add((int(p), int(o)))
+                        except ValueError:  # a foreign record on the dead-letter topic
+                            continue
             pos = (msg.partition, msg.offset)
             if pos in self._dead_positions:
                 return
-            self.dead_letter(msg.value or b"", reason, source=f"{self.topic}/{pos[0]}@{pos[1]}", position=pos)
+            self.dead_letter(
+                msg.value or b"", reason, source=f"{self.topic}/{pos[0]}@{pos[1]}", position=pos, key=msg.key
+            )
             self._dead_positions.add(pos)
 
     def _dlq_messages(self):
@@ -505,10 +543,11 @@ class KafkaEventLog:
     def dead_letters(self) -> list[DeadLetter]:
         out = []
         for m in self._dlq_messages():
-            h = {k: v.decode(errors="replace") for k, v in (m.headers or [])}
-            out.append(
-                DeadLetter(reason=h.get("reason", ""), raw=m.value or b"", received_at=h.get("received_at", ""), source=h.get("source", ""))
-            )
+            h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers or [])}
+            out.append(DeadLetter(
+                reason=h.get("reason", ""), raw=m.value or b"", received_at=h.get("received_at", ""),
+                source=h.get("source", ""), key=m.key,
+            ))
         return out
 
     def close(self) -> None:

@@ -1,0 +1,2 @@
+"""Metrics of a run for outside tools: TensorBoard event files written from the log
+(:mod:`.tensorboard`, ``spade-engine metrics tensorboard``)."""
