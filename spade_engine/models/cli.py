@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
+from .. import textout
 from ..cli_common import DataDirOpt, console, handle_errors, out
 from .cache import CACHE_ENV, ModelCache
 from .catalogue import Catalogue, load_catalogue
@@ -66,15 +65,16 @@ def list_cmd(
     if as_json:
         _say(json.dumps({"cache": str(store.root), "catalogue": cat.source, "models": rows}, indent=2))
         return
-    table = Table(box=box.SIMPLE_HEAD, title=f"models (cache {escape(str(store.root))})", title_justify="left")
-    for col in ("name", "params", "arch", "download", "fetched"):
-        table.add_column(col, justify="right" if col in ("params", "download") else "left", no_wrap=True)
-    for r in rows:
-        fetched = f"yes, {human_bytes(r['disk_size'])}" if r["fetched"] else "no"
-        table.add_row(*(escape(str(x)) for x in (
-            r["name"], r["params"], r["arch"], human_bytes(r["download_size"]), fetched,
-        )))
-    out.print(table)
+    textout.table(
+        ("name", "params", "arch", "download", "fetched"),
+        [
+            (r["name"], r["params"], r["arch"], human_bytes(r["download_size"]),
+             f"yes, {human_bytes(r['disk_size'])}" if r["fetched"] else "no")
+            for r in rows
+        ],
+        title=f"models (cache {store.root})",
+        right=("params", "download"),
+    )
 
 
 @app.command("fetch")
