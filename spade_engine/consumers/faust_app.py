@@ -14,7 +14,8 @@ Records that do not decode (or belong to another run) go to the run's dead-lette
 reason in headers.
 
 ``FaustRunner(...).run()`` blocks in a faust ``Worker`` until SIGINT/SIGTERM, or with
-``idle_exit_s`` until no record arrived for that long (then it stops itself the same way).
+``idle_exit_s`` until no record arrived for that long since it got its partitions (then it stops
+itself the same way).
 :func:`supervise_stats` (what ``spade-engine consumers run --backend kafka`` uses) runs the worker
 in a child process and restarts it when it dies, when its event loop stops ticking, or when it
 stops committing while records wait (see :class:`~spade_engine.consumers.faust_health.WorkerHealth`).
@@ -181,6 +182,9 @@ def make_app(
 
     @app.on_partitions_assigned.connect
     async def after_rebalance(sender: Any, assigned: Any = None, **kwargs: Any) -> None:
+        # idle is counted from when the worker holds its partitions: joining the group can take
+        # longer than ``idle_exit_s`` on a loaded machine, and no record can arrive before it
+        state.last_record = time.monotonic()
         if on_assigned is not None:
             on_assigned()
 
