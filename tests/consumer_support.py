@@ -36,14 +36,29 @@ def counted(path: Path) -> int:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_supervisor(bootstrap: str, run_id: str, data: Path, err: Path, *extra: str) -> subprocess.Popen:
+# exec the rest of the command line with SIGINT ignored, as a shell without job control starts a
+# background job (`cmd &`): an ignored signal stays ignored across exec, and Python then installs
+# no KeyboardInterrupt handler of its own
+SIGINT_IGNORED = [
+    sys.executable, "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.executable, sys.argv[1:])",
+    sys.executable,
+]
+
+
+def start_supervisor(
+    bootstrap: str, run_id: str, data: Path, err: Path, *extra: str, sigint_ignored: bool = False
+) -> subprocess.Popen:
     """``spade-engine consumers run RUN --backend kafka`` (the supervised faust worker) as a process.
 
     Its stderr goes to the file ``err``, never to a pipe: while the broker is down the worker logs
-    every failed reconnect, and an undrained pipe would fill up and block it in a write."""
+    every failed reconnect, and an undrained pipe would fill up and block it in a write. With
+    ``sigint_ignored`` it starts with SIGINT ignored, as a background job of a shell does (the
+    same process: ``pid`` is the supervisor's)."""
     with open(err, "w") as fh:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "spade_engine.cli", "consumers", "run", run_id, "--backend", "kafka",
+            [*(SIGINT_IGNORED if sigint_ignored else [sys.executable]),
+             "-m", "spade_engine.cli", "consumers", "run", run_id, "--backend", "kafka",
              "--bootstrap", bootstrap, "--data-dir", str(data), *extra],
             stdout=subprocess.DEVNULL, stderr=fh, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )

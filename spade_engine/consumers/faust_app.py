@@ -14,12 +14,16 @@ Records that do not decode (or belong to another run) go to the run's dead-lette
 reason in headers.
 
 ``FaustRunner(...).run()`` blocks in a faust ``Worker`` until SIGINT/SIGTERM, or with
-``idle_exit_s`` until no record arrived for that long (then it stops itself the same way).
+``idle_exit_s`` until no record arrived for that long since it got its partitions (then it stops
+itself the same way).
 :func:`supervise_stats` (what ``spade-engine consumers run --backend kafka`` uses) runs the worker
 in a child process and restarts it when it dies, when its event loop stops ticking, or when it
-stops committing while records wait; SIGTERM stops both, and a worker whose supervisor was killed
-stops itself. Repeated log records (aiokafka's reconnect errors while the broker is down) are held
-back to one per kind every 10 s, with a count.
+stops committing while records wait (see :class:`~spade_engine.consumers.faust_health.WorkerHealth`).
+SIGINT and SIGTERM stop both, even when the supervisor was started with SIGINT ignored (as a shell
+starts a background job), and the stop is bounded: the worker gets :data:`STOP_GRACE_S`, then
+SIGKILL, and no broker call is waited on. A worker whose supervisor was killed stops itself.
+Repeated log records (aiokafka's reconnect errors while the broker is down) are held back to one
+per kind every 10 s, with a count.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import faust
@@ -41,11 +47,18 @@ from ..events.envelope import utc_now
 from ..events.errors import MalformedEvent
 from ..events.kafka.topics import dlq_topic_for, topic_for
 from ..events.log import Cursor, Record, advance
+from .faust_health import WorkerHealth
 from .projection import Projection
 
-__all__ = ["make_app", "FaustRunner", "RepeatFilter", "app_id_for", "supervise_stats"]
+__all__ = ["STOP_BOUND_S", "FaustRunner", "RepeatFilter", "app_id_for", "make_app", "supervise_stats"]
 
 log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 20.0  # a stopping worker's graceful shutdown, before SIGKILL
+KILL_WAIT_S = 10.0  # for a SIGKILLed worker to be gone
+CLOSE_WAIT_S = 5.0  # for the supervisor's lag-check client to close
+STOP_BOUND_S = STOP_GRACE_S + KILL_WAIT_S + CLOSE_WAIT_S
+"""The longest ``supervise_stats`` takes to return after SIGINT or SIGTERM."""
 
 
 def app_id_for(run_id: str) -> str:
@@ -77,11 +90,12 @@ def make_app(
     idle_exit_s: float | None = None,
     datadir: str | None = None,
     on_tick: Callable[[], None] | None = None,
+    on_assigned: Callable[[], None] | None = None,
 ) -> tuple[faust.App, _State]:
     """A faust app running ``projections`` over ``run_id``'s topic; returns (app, shared state).
 
     ``on_tick`` is called from the worker's event loop at least every 0.5 s (a heartbeat: it stops
-    when the loop is blocked)."""
+    when the loop is blocked); ``on_assigned`` whenever the worker is given its partitions."""
     app = faust.App(
         app_id_for(run_id),
         broker=f"kafka://{bootstrap}",
@@ -166,6 +180,14 @@ def make_app(
             log.info("no record for %.1fs: stopping", idle_exit_s)
             os.kill(os.getpid(), signal.SIGTERM)  # the worker's own graceful shutdown path
 
+    @app.on_partitions_assigned.connect
+    async def after_rebalance(sender: Any, assigned: Any = None, **kwargs: Any) -> None:
+        # idle is counted from when the worker holds its partitions: joining the group can take
+        # longer than ``idle_exit_s`` on a loaded machine, and no record can arrive before it
+        state.last_record = time.monotonic()
+        if on_assigned is not None:
+            on_assigned()
+
     @app.on_partitions_revoked.connect
     async def before_rebalance(sender: Any, revoked: Any = None, **kwargs: Any) -> None:
         if state.pending and state.stream is not None:
@@ -226,6 +248,7 @@ class FaustRunner:
         idle_exit_s: float | None = None,
         loglevel: str = "warning",
         on_tick: Callable[[], None] | None = None,
+        on_assigned: Callable[[], None] | None = None,
     ):
         self.bootstrap = bootstrap
         self.run_id = run_id
@@ -238,6 +261,7 @@ class FaustRunner:
             flush_interval_s=flush_interval_s,
             idle_exit_s=idle_exit_s,
             on_tick=on_tick,
+            on_assigned=on_assigned,
         )
 
     def run(self) -> int:
@@ -282,33 +306,142 @@ def _exit_with_parent(parent: int, grace_s: float = 15.0) -> None:
 
 
 def _child(
-    bootstrap: str, run_id: str, snapshot: str, idle_exit_s: float | None, applied: Any, beat: Any, parent: int
+    bootstrap: str,
+    run_id: str,
+    snapshot: str,
+    idle_exit_s: float | None,
+    applied: Any,
+    beat: Any,
+    ready: Any,
+    parent: int,
 ) -> None:
     from .stats import RunStatsProjection
 
     _exit_with_parent(parent)
 
+    # CLOCK_MONOTONIC: one clock for all processes (Linux)
     def tick() -> None:
-        beat.value = time.monotonic()  # CLOCK_MONOTONIC: one clock for all processes (Linux)
+        beat.value = time.monotonic()
+
+    def assigned() -> None:
+        ready.value = time.monotonic()
 
     runner = FaustRunner(
-        bootstrap, run_id, [RunStatsProjection(run_id, snapshot)], idle_exit_s=idle_exit_s, on_tick=tick
+        bootstrap,
+        run_id,
+        [RunStatsProjection(run_id, snapshot)],
+        idle_exit_s=idle_exit_s,
+        on_tick=tick,
+        on_assigned=assigned,
     )
     applied.value = runner.run()
+    # faust has stopped: the projection is flushed and its offsets committed. What is left, the
+    # teardown of an interpreter holding faust and aiokafka, only costs time (seconds on a loaded
+    # machine) that the supervisor would spend waiting for this process to be gone.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _stop(proc: Any, *, hard: bool) -> None:
     """Stop a worker process: SIGKILL at once when ``hard`` (it is wedged), else SIGTERM (its
-    graceful shutdown) and SIGKILL when that does not finish in 20 s."""
+    graceful shutdown) and SIGKILL when that does not finish in :data:`STOP_GRACE_S`."""
     if proc.is_alive() and hard:
         proc.kill()
-        proc.join(10)
+        proc.join(KILL_WAIT_S)
     if proc.is_alive():
         proc.terminate()
-        proc.join(20)
+        proc.join(STOP_GRACE_S)
     if proc.is_alive():
         proc.kill()
-        proc.join(10)
+        proc.join(KILL_WAIT_S)
+
+
+@contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """While a worker is spawned, hide this process's ``__main__`` from multiprocessing.
+
+    A spawned child first re-imports its parent's main module (as ``__mp_main__``). Under
+    ``spade-engine`` that is the whole CLI, every command with its dependencies: most of a
+    worker's start, and more than ten seconds of it on a loaded machine. The worker needs none
+    of it; its target is importable on its own. (With no ``__spec__`` and no ``__file__`` on
+    ``__main__``, multiprocessing imports nothing, as it does for an interactive parent.)"""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM while the supervisor runs: the first one raises KeyboardInterrupt in the
+    main thread (its graceful stop); later ones are ignored while that stop runs, so they cannot
+    break it off halfway and leave the worker behind.
+
+    The handlers are installed even where SIGINT was ignored when the process started (a shell
+    without job control starts background jobs so). Python then never installs its own, and the
+    supervisor would ignore Ctrl-C and ``kill -INT`` for good, while its faust worker (which sets
+    its own handlers) stopped on them and was restarted. Inside :meth:`deferred`, a signal is
+    held back until the block ends (a worker half started cannot be stopped)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._deferring = False
+        self._pending = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            log.warning("faust supervisor: %s again: already stopping", signal.Signals(signum).name)
+            return
+        self.received = signum
+        if self._deferring:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    def install(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        self._previous.clear()
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
+
+
+def _close_bounded(client: Any, timeout_s: float) -> bool:
+    """``client.close()`` in a daemon thread, waited on for ``timeout_s`` at most; True if it closed.
+
+    A client whose broker is gone or slow is left to the process's exit instead."""
+
+    def close() -> None:
+        try:
+            client.close()
+        except Exception as exc:  # noqa: BLE001 - shutting down: nothing to do about it
+            log.debug("faust supervisor: closing the lag-check client failed: %s", exc)
+
+    t = threading.Thread(target=close, name="close-lag-check", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    return not t.is_alive()
 
 
 def supervise_stats(
@@ -318,6 +451,7 @@ def supervise_stats(
     *,
     idle_exit_s: float | None = None,
     stall_s: float = 60.0,
+    start_s: float = 180.0,
     check_every_s: float = 5.0,
     max_restarts: int = 20,
 ) -> tuple[int, int]:
@@ -325,10 +459,12 @@ def supervise_stats(
 
     The worker is restarted when it dies; when its event loop stops ticking for ``stall_s``
     seconds; or when the run's topic has records past the group's committed offsets and those
-    offsets have not moved for ``stall_s`` seconds (aiokafka can hang in an offset commit after
-    the broker is killed and restarted). A restarted worker resumes from the committed offsets
-    and its snapshot; idempotent projections make re-delivery harmless. SIGINT and SIGTERM stop
-    the worker gracefully and return; a worker whose supervisor vanished stops by itself.
+    offsets have not moved for ``stall_s`` seconds while it holds its partitions (aiokafka can
+    hang in an offset commit after the broker is killed and restarted). A worker still starting
+    (not ticking yet, or not given its partitions yet) is judged against ``start_s`` instead. A
+    restarted worker resumes from the committed offsets and its snapshot; idempotent projections
+    make re-delivery harmless. SIGINT and SIGTERM stop the worker gracefully and return within
+    :data:`STOP_BOUND_S`; a worker whose supervisor vanished stops by itself.
     Returns (records applied, restarts).
     """
     import multiprocessing as mp
@@ -341,6 +477,7 @@ def supervise_stats(
     applied_total = 0
     restarts = 0
     watch: KafkaEventLog | None = None
+    checking: threading.Thread | None = None  # the lag check in flight, if any
 
     def lag_and_committed() -> tuple[int, dict[int, int]] | None:
         nonlocal watch
@@ -360,9 +497,9 @@ def supervise_stats(
     def bounded_check(timeout_s: float = 20.0) -> tuple[int, dict[int, int]] | None:
         """``lag_and_committed`` with a wall-clock bound: a client wedged by a broker restart is
         abandoned (a fresh one is made next time) instead of freezing the supervisor."""
-        nonlocal watch
+        nonlocal watch, checking
         box: list[Any] = []
-        t = threading.Thread(target=lambda: box.append(lag_and_committed()), daemon=True)
+        checking = t = threading.Thread(target=lambda: box.append(lag_and_committed()), daemon=True)
         t.start()
         t.join(timeout_s)
         if t.is_alive():
@@ -371,53 +508,35 @@ def supervise_stats(
             return None
         return box[0] if box else None
 
-    def stalled(proc: Any, beat: Any) -> bool:
+    def stalled(proc: Any, beat: Any, ready: Any) -> bool:
         """Watch a running worker until it exits (False) or is judged stalled (True)."""
-        # progress = the most records ever seen committed: a commit listing that comes back
-        # partial or empty while the group coordinator reloads is not movement
-        best = -1
-        moved_at = known_at = time.monotonic()
+        health = WorkerHealth(stall_s=stall_s, start_s=start_s, started_at=time.monotonic())
         while True:
             proc.join(check_every_s)
             if not proc.is_alive():
                 return False
-            now = time.monotonic()
-            if beat.value and now - beat.value >= stall_s:
-                log.warning("faust worker %s: its event loop has not ticked for %.0fs: restarting",
-                            proc.pid, now - beat.value)
-                return True
-            state = bounded_check()
-            if state is None:
-                if time.monotonic() - known_at >= 4 * stall_s:
-                    # no answer for long: restart the worker too (harmless if the broker is down)
-                    log.warning("faust worker %s: no lag answer for %.0fs: restarting", proc.pid, 4 * stall_s)
-                    return True
-                continue
-            known_at = time.monotonic()
-            lag, committed = state
-            progress = sum(committed.values())
-            log.debug("faust supervisor: worker %s lag %d committed %s (best %d, still %.0fs)",
-                      proc.pid, lag, committed, best, time.monotonic() - moved_at)
-            if progress > best or lag == 0:
-                best, moved_at = max(best, progress), time.monotonic()
-            elif time.monotonic() - moved_at >= stall_s:
-                log.warning("faust worker %s stalled (%d records behind for %.0fs): restarting",
-                            proc.pid, lag, stall_s)
+            b, r = beat.value, ready.value
+            state = bounded_check() if health.needs_check(b, r) else None
+            verdict = health.judge(time.monotonic(), b, r, state)
+            log.debug("faust supervisor: worker %s beat %.1f ready %.1f state %s best %d",
+                      proc.pid, b, r, state, health.best)
+            if verdict is not None:
+                log.warning("faust worker %s: %s: restarting", proc.pid, verdict)
                 return True
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # the same graceful stop as Ctrl-C
-
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main else None
+    signals = _StopSignals().install()
     proc: Any = None
     try:
         while True:
             applied = ctx.RawValue("q", 0)  # no locks: a killed worker must not leave one held
             beat = ctx.RawValue("d", 0.0)
-            proc = ctx.Process(target=_child, args=(bootstrap, run_id, snapshot, idle_exit_s, applied, beat, os.getpid()))
-            proc.start()
-            hard = stalled(proc, beat)
+            ready = ctx.RawValue("d", 0.0)
+            proc = ctx.Process(
+                target=_child, args=(bootstrap, run_id, snapshot, idle_exit_s, applied, beat, ready, os.getpid())
+            )
+            with signals.deferred(), _main_module_hidden():
+                proc.start()
+            hard = stalled(proc, beat, ready)
             _stop(proc, hard=hard)
             applied_total += applied.value
             exitcode, proc = proc.exitcode, None
@@ -435,7 +554,8 @@ def supervise_stats(
             applied_total += applied.value
         return applied_total, restarts
     finally:
-        if in_main and previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        if watch is not None:
-            watch.close()
+        # no broker call is waited on while stopping: a client still in a lag check holds its
+        # lock (it is abandoned to the process's exit); an idle one gets CLOSE_WAIT_S to close
+        if watch is not None and (checking is None or not checking.is_alive()):
+            _close_bounded(watch, CLOSE_WAIT_S)
+        signals.restore()  # last: a second Ctrl-C while closing is still ignored
