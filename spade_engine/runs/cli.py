@@ -5,7 +5,9 @@ Run selection for ``start``: ``--run RUN`` resumes that run; otherwise the lates
 when it is unfinished (never stopped, interrupted, or failed), else a new run is created;
 ``--new`` always creates a new run. A resumed run keeps the config recorded in its first
 RunStarted (only ``--max-envs`` and ``--plays`` apply to it; ``--plays`` affects environments not
-yet played).
+yet played), except for its ``[sandbox]`` section, which is always the local one (defaults <
+``--config`` < ``SPADE_SANDBOX__*``): a recorded ``sandbox.preload_modules`` would otherwise be
+imported before isolation.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ..config import DEFAULT_MAX_ENVS, load_config
 from ..errors import SpadeError
 from ..engine.state import RunState
 from ..events.store import resolve_data_dir
-from ..recorded import recorded_config
+from ..recorded import recorded_config, with_local_sandbox
 
 __all__ = ["start", "status", "render_stats", "next_commands", "retrain_command", "run_retrain"]
 
@@ -152,9 +154,13 @@ def start(
         if recorded is None:
             cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
         else:
-            cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+            # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
+            cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
             if model or seed is not None or config is not None:
-                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config are ignored[/]")
+                console.print(
+                    "[yellow]resuming: the run keeps its recorded config (but for [sandbox], always local); "
+                    "--model/--seed and --config's other sections are ignored[/]"
+                )
     verb = "starting new run" if create else "resuming run"
     console.print(f"[bold]{verb}[/] {run_id}  [dim](data {root}, backend {b}, policy {cfg.policy.kind})[/]")
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:

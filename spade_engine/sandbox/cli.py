@@ -1,9 +1,12 @@
 """`spade-engine validate PATH... [--json]`: run the sandboxed validator on environment files.
 
 Prints one verdict per file (``--json``: one JSON object per line with ``path``, ``valid``,
-``error_kind``, ``failed_check``, ``checks`` and the other ``EnvironmentValidated`` fields).
-Exit code 0 only if every file is valid, 1 otherwise, 2 on bad input. Files are validated
-independently: a hostile file only ever fails itself.
+``error_kind``, ``failed_check``, ``checks`` and the other ``EnvironmentValidated`` fields, the
+``validation_seed`` and the seeds and probe actions drawn from it). Exit code 0 only if every file
+is valid, 1 otherwise, 2 on bad input. Files are validated independently: a hostile file only ever
+fails itself, and every file gets its verdict, whatever another one does. ``--seed`` makes the
+drawn seeds and probes reproducible (file i uses a seed derived from it); without it they are
+drawn afresh.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from ..cli_common import console, handle_errors, out
 from ..config import load_config
 from ..errors import SpadeError
 from . import SandboxPool
+from .probes import random_seed, seed_for
 from .validator import ValidationReport, Validator
 
 __all__ = ["validate"]
@@ -54,6 +59,7 @@ def validate(
     turn_limit: Annotated[Optional[int], typer.Option("--turn-limit", help="Episode turn limit (default: loop.turn_limit).", show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-w", help="Sandbox workers (default: sandbox.workers).", show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check, not only the verdict.")] = False,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Draw the validators' reset seeds and probe actions from this seed (default: a fresh one).", show_default=False)] = None,
 ) -> None:
     """Validate model-written environment files in the sandbox and print a verdict per file."""
     cfg = load_config(config, overrides={"loop.turn_limit": turn_limit, "sandbox.workers": workers})
@@ -64,13 +70,31 @@ def validate(
         if pool.missing_layers:
             console.print(f"[yellow]warning:[/] sandbox layers missing: {', '.join(pool.missing_layers)}", highlight=False)
         validator = Validator(pool, turn_limit=cfg.loop.turn_limit)
+        base = random_seed() if seed is None else seed
+
+        def one(i: int) -> ValidationReport:
+            try:
+                return validator.validate(sources[i], seed=seed_for(base, "file", i))
+            except Exception as exc:  # noqa: BLE001 - every file gets a verdict, whatever happens
+                return _broken(exc)
+
         with ThreadPoolExecutor(max_workers=scfg.workers) as ex:
-            reports = ex.map(validator.validate, sources)
+            reports = ex.map(one, range(len(files)))
             all_valid = True
             for path, report in zip(files, reports):
                 all_valid &= report.valid
                 _print(path, report, as_json, verbose)
     raise typer.Exit(0 if all_valid else 1)
+
+
+def _broken(exc: BaseException) -> ValidationReport:
+    """The verdict on a file whose validation itself failed (never the other files')."""
+    from ..events.catalogue import ValidationCheck
+
+    detail = f"{type(exc).__name__}: {exc}"[:2000]
+    return ValidationReport(
+        valid=False, error_kind="sandbox", failed_check="sandbox", checks=[ValidationCheck(name="sandbox", passed=False, detail=detail)]
+    )
 
 
 def _print(path: Path, r: ValidationReport, as_json: bool, verbose: bool) -> None:
@@ -79,10 +103,21 @@ def _print(path: Path, r: ValidationReport, as_json: bool, verbose: bool) -> Non
         sys.stdout.flush()
         return
     if r.valid:
-        out.print(f"[green]valid[/]   {path}  [dim]{r.class_name} ({r.contract}), {r.seconds * 1000:.0f} ms[/]", highlight=False)
+        out.print(_line(("valid   ", "green"), (str(path), ""), (f"  {r.class_name} ({r.contract}), {r.seconds * 1000:.0f} ms", "dim")))
     else:
-        out.print(f"[red]invalid[/] {path}  [bold]{r.error_kind}[/] at [bold]{r.failed_check}[/]: {r.detail}", highlight=False, markup=True)
+        out.print(_line(
+            ("invalid ", "red"), (str(path), ""), ("  ", ""), (str(r.error_kind), "bold"), (" at ", ""),
+            (str(r.failed_check), "bold"), (f": {r.detail}", ""),
+        ))
     if verbose:
         for c in r.checks:
-            mark = "[green]ok[/]  " if c.passed else "[red]FAIL[/]"
-            out.print(f"    {mark} {c.name:<14} {c.seconds * 1000:7.1f} ms  {c.detail}", highlight=False)
+            out.print(_line(("    ", ""), ("ok  " if c.passed else "FAIL", "green" if c.passed else "red"), (f" {c.name:<14} {c.seconds * 1000:7.1f} ms  {c.detail}", "")))
+
+
+def _line(*parts: tuple[str, str]) -> Text:
+    """One output line of (text, style) parts: the texts are data (environment-written details,
+    paths), never markup, with control characters escaped."""
+    line = Text()
+    for text, style in parts:
+        line.append("".join(c if c.isprintable() else repr(c)[1:-1] for c in text), style=style or None)
+    return line
