@@ -103,15 +103,15 @@ def _print(path: Path, r: ValidationReport, as_json: bool, verbose: bool) -> Non
         sys.stdout.flush()
         return
     if r.valid:
-        out.print(_line(("valid   ", "green"), (str(path), ""), (f"  {r.class_name} ({r.contract}), {r.seconds * 1000:.0f} ms", "dim")))
+        out.print(_line(("valid   ", "green"), (str(path), ""), (f"  {r.class_name} ({r.contract}), {r.seconds * 1000:.0f} ms", "dim")), soft_wrap=True)
     else:
         out.print(_line(
             ("invalid ", "red"), (str(path), ""), ("  ", ""), (str(r.error_kind), "bold"), (" at ", ""),
             (str(r.failed_check), "bold"), (f": {r.detail}", ""),
-        ))
+        ), soft_wrap=True)
     if verbose:
         for c in r.checks:
-            out.print(_line(("    ", ""), ("ok  " if c.passed else "FAIL", "green" if c.passed else "red"), (f" {c.name:<14} {c.seconds * 1000:7.1f} ms  {c.detail}", "")))
+            out.print(_line(("    ", ""), ("ok  " if c.passed else "FAIL", "green" if c.passed else "red"), (f" {c.name:<14} {c.seconds * 1000:7.1f} ms  {c.detail}", "")), soft_wrap=True)
 
 
 def _line(*parts: tuple[str, str]) -> Text:

@@ -8,6 +8,7 @@ Layers (each one detected, never assumed):
 ``pid_namespace``  tasks run in a private PID namespace whose init is the worker: killing it
                    kills every process the environment made, even ones that left the group
 ``net_namespace``  a network namespace with no configured interface (connect() is unreachable)
+``ipc_namespace``  private System V IPC objects (gone with the worker)
 ``mount_namespace`` private mounts (the layers below need it)
 ``minimal_root``   the worker's whole file system is a small tmpfs with read-only binds of the
                    Python installation, its shared libraries and the sandbox modules only
@@ -49,6 +50,7 @@ LAYERS: tuple[str, ...] = (
     "process_group",
     "pid_namespace",
     "net_namespace",
+    "ipc_namespace",
     "mount_namespace",
     "minimal_root",
     "readonly_fs",
@@ -127,6 +129,7 @@ def scrubbed_environ(tmp: str = "/tmp") -> dict[str, str]:
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -229,7 +232,9 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
     layers["process_group"] = os.getpgid(0) == os.getpid()
     if not opts.get("isolate", True):
         return layers, {"isolate": "disabled by the caller"}
-    for name, flag in (("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("pid_namespace", CLONE_NEWPID)):
+    for name, flag in (
+        ("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("ipc_namespace", CLONE_NEWIPC), ("pid_namespace", CLONE_NEWPID),
+    ):
         try:
             unshare(flag)
             layers[name] = True

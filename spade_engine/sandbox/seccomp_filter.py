@@ -15,6 +15,8 @@ engine reports as ``forbidden``:
   ``userfaultfd``, ``io_uring_*``, module loading, ``kexec_*``, ``reboot``, ``swapon/off``,
   ``acct``, ``quotactl``, ``open_by_handle_at``, ``iopl``/``ioperm``, clock and host-name
   setters, ``syslog``, ``ioctl(TIOCSTI)``;
+* IPC objects that would outlive the task: System V shared memory, queues and semaphores, POSIX
+  message queues;
 * ``clone3`` fails with ``ENOSYS`` instead (its flags sit in memory a filter cannot read), so the
   C library falls back to ``clone``, whose flags are checked.
 
@@ -54,6 +56,9 @@ KILLED: tuple[str, ...] = (
     "lookup_dcookie", "iopl", "ioperm", "modify_ldt", "uselib", "vhangup", "syslog",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
     "fanotify_init", "nfsservctl",
+    # System V and POSIX message-queue IPC: objects that outlive the task (a channel to the next one)
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
+    "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
 
 CLONE_NEWNS = 0x00020000

@@ -110,6 +110,8 @@ _FORBIDDEN_EVENTS = frozenset(
     {
         "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill",
         "resource.prlimit", "os.chroot", "sys.remote_exec", "os.setns", "os.unshare",
+        # the garbage collector's object lists lead to the hook's closure (see hookguard.py)
+        "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     }
 )
 _FORBIDDEN_PREFIXES = (
@@ -474,6 +476,9 @@ def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, l
             beat[0] = args[0] if args and type(args[0]) is int else -1
         elif event in forbidden_events or event.startswith(prefixes):
             die(event, "")
+        elif event == "object.__setattr__":
+            if len(args) > 1 and args[1] == "__code__":  # replacing a function's code (the hook's)
+                die(event, "set __code__")
         elif event == "import":
             name = str(args[0])
             if name.partition(".")[0] in modules:
