@@ -347,8 +347,11 @@ def test_tasks_get_a_fresh_tmp_and_errors_recycle_the_worker(canary):
             with pytest.raises(SandboxError):
                 s.step("x")
         assert p.recycled == before + 1  # an environment error: the worker is not reused
-        assert not v.validate(SAY.replace("random.Random(seed).randint", "random.randint")).valid
-        assert p.recycled == before + 2  # nor after an invalid verdict
+        assert v.validate(SAY.replace("(1.0 if ok else 0.0)", "5.0")).error_kind == "contract"
+        assert p.recycled == before + 2  # nor after its code broke the contract
+        assert v.validate(SAY.replace("random.Random(seed).randint", "random.randint")).error_kind == "nondeterministic"
+        assert v.validate("class Helper:\n    pass\n").error_kind == "contract"  # no code of it ran (env_class)
+        assert p.recycled == before + 2  # verdicts on code that ran without error keep the worker
         assert_nothing_escaped(p, canary)
 
 

@@ -7,9 +7,10 @@ globals and mutable tables it reads patched. Two checks catch that, and the engi
 both with what the task reported before any environment code ran (its ``ready`` frame):
 
 * **fingerprint**: :func:`fingerprint` covers the identity of the hook's code object and of
-  every object its closure cells hold (recursively for the helper closures it calls), the
-  contents of the mutable tables among them, and the identity of every global or builtin name
-  its code looks up. Any rewrite changes it.
+  every object its closure cells hold (recursively for the helper closures it calls; library
+  functions they call, like ``os.path.realpath``, by identity), the contents of the mutable
+  tables among them, and the identity of every global or builtin name its code looks up. Any
+  rewrite of those changes it.
 * **heartbeat**: before every reply the task raises the audit event ``spade.heartbeat`` with the
   command's sequence number; the hook stores it where the task reads it back. A hook whose code
   was replaced, or that no longer runs, does not echo it.
@@ -33,48 +34,67 @@ HEARTBEAT_EVENT = "spade.heartbeat"
 
 _FunctionType = types.FunctionType
 _CodeType = types.CodeType
-_id, _type, _len, _repr, _sorted, _hash, _tuple = id, type, len, repr, sorted, hash, tuple
+_id, _type, _repr, _sorted, _hash, _tuple, _frozenset = id, type, repr, sorted, hash, tuple, frozenset
 _builtins = builtins.__dict__
+_names_of: dict[int, tuple[Any, tuple[str, ...]]] = {}  # id(code) -> (code, names it looks up)
 
 
-def _names(code: Any, out: list[str]) -> None:
-    out.extend(code.co_names)
-    for c in code.co_consts:
-        if _type(c) is _CodeType:
-            _names(c, out)
+def _names(code: Any) -> tuple[str, ...]:
+    """Every global or builtin name ``code`` (and the code nested in it) may look up (cached)."""
+    hit = _names_of.get(_id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    out: list[str] = []
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        out.extend(c.co_names)
+        stack.extend(k for k in c.co_consts if _type(k) is _CodeType)
+    names = _tuple(out)
+    _names_of[_id(code)] = (code, names)
+    return names
 
 
-def _describe(obj: Any, depth: int, out: list[Any], seen: set[int]) -> None:
-    t = _type(obj)
-    out.append(_id(obj))
-    out.append(_id(t))
-    if t is dict:  # the hook's mutable tables: their contents (a list, e.g. the heartbeat, only by identity)
-        out.append(_repr(_sorted((_repr(k), _repr(v)) for k, v in obj.items())))
-    elif t is _FunctionType and depth < 4 and _id(obj) not in seen:
-        seen.add(_id(obj))
-        code = obj.__code__
-        out.append(_id(code))
-        out.append(_id(obj.__globals__))
-        names: list[str] = []
-        _names(code, names)
-        g = obj.__globals__
-        for name in names:  # globals and builtins the code looks up
-            if name in g:
-                out.append(_id(g[name]))
-            elif name in _builtins:
-                out.append(_id(_builtins[name]))
-        out.append(_repr(obj.__defaults__))
-        for cell in obj.__closure__ or ():
+def _table(d: dict[Any, Any]) -> Any:
+    try:
+        return _hash(_frozenset(d.items()))
+    except TypeError:  # unhashable values
+        return _repr(_sorted((_repr(k), _repr(v)) for k, v in d.items()))
+
+
+def _describe(fn: Any, out: list[Any], home: Any) -> None:
+    """Append what identifies ``fn`` and, in full, the helper closures of the hook it holds
+    (functions of the hook's module: ``home`` is its globals); library functions they call are
+    kept by identity only. Iterative, and cheap: it runs before every reply."""
+    stack = [fn]
+    seen: set[int] = set()
+    append = out.append
+    while stack:
+        f = stack.pop()
+        seen.add(_id(f))
+        code = f.__code__
+        g = f.__globals__
+        append(_id(code))
+        append(_id(g))
+        for name in _names(code):  # globals and builtins the code looks up
+            append(_id(g[name]) if name in g else _id(_builtins.get(name)))
+        append(_id(f.__defaults__))
+        for cell in f.__closure__ or ():
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell
-                out.append(None)
+                append(None)
                 continue
-            _describe(value, depth + 1, out, seen)
+            append(_id(value))
+            t = _type(value)
+            if t is dict:  # the hook's mutable tables: their contents (a list, e.g. the heartbeat, by identity)
+                append(_table(value))
+            elif t is _FunctionType and value.__globals__ is home and _id(value) not in seen and len(seen) < 32:
+                stack.append(value)
 
 
 def fingerprint(hook: Any) -> str:
     """A value that changes when ``hook``'s code, closure, tables or looked-up names change."""
-    out: list[Any] = []
-    _describe(hook, 0, out, set())
-    return f"{_len(out)}:{_hash(_tuple(out)) & 0xFFFFFFFFFFFFFFFF:016x}"
+    out: list[Any] = [_id(hook)]
+    _describe(hook, out, hook.__globals__)
+    return f"{len(out)}:{_hash(_tuple(out)) & 0xFFFFFFFFFFFFFFFF:016x}"

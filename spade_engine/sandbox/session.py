@@ -29,6 +29,7 @@ class TaskChannel(Protocol):
 
     dead: bool
     ended: bool
+    tainted: bool
 
     def call(self, op: str, *, timeout: float | None = None, **args: Any) -> Any: ...
 
@@ -87,7 +88,12 @@ class Session:
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: ``(observation, info)``."""
-        return decode_reset(self._task.call("reset", timeout=self.step_timeout_s, iid=self._iid, seed=seed))
+        data = self._task.call("reset", timeout=self.step_timeout_s, iid=self._iid, seed=seed)
+        try:
+            return decode_reset(data)
+        except EnvError:
+            self._task.tainted = True  # the environment broke the contract: recycle its worker
+            raise
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """One agent turn: ``(observation, reward, terminated, truncated, info)``."""
@@ -95,9 +101,15 @@ class Session:
             raise TypeError("action must be a str")
         if len(action) > MAX_ACTION_CHARS:
             raise EnvError(f"the action has {len(action)} characters (limit {MAX_ACTION_CHARS})", kind=ErrorKind.CONTRACT)
-        result = decode_step(self._task.call("step", timeout=self.step_timeout_s, iid=self._iid, action=action))
+        data = self._task.call("step", timeout=self.step_timeout_s, iid=self._iid, action=action)
+        try:
+            result = decode_step(data)
+        except EnvError:
+            self._task.tainted = True
+            raise
         problem = check_reward(result, self.reward_range)
         if problem:
+            self._task.tainted = True
             raise EnvError(problem, kind=ErrorKind.CONTRACT)
         return result.as_tuple()
 

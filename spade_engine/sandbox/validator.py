@@ -176,6 +176,20 @@ class _Run:
             raise _Fail(exc.kind, f"step({_short(action)}): {exc}") from None
 
 
+#: verdicts found by the engine from well-formed replies of code that ran without error
+_CLEAN_VERDICTS = frozenset({ErrorKind.NONDETERMINISTIC.value, ErrorKind.UNSOLVABLE.value, ErrorKind.TRIVIAL.value})
+#: checks that run no environment code (the source is only parsed)
+_NO_CODE_CHECKS = frozenset({"parse", "static_screen", "env_class"})
+
+
+def _tainting(report: "ValidationReport") -> bool:
+    """Did the environment's code fail in this validation (raise, break the contract, time out,
+    tamper...)? Then its worker is recycled, whatever state it might have left behind."""
+    if report.valid or report.failed_check in _NO_CODE_CHECKS:
+        return False
+    return report.error_kind not in _CLEAN_VERDICTS
+
+
 def _short(action: str, n: int = 40) -> str:
     return repr(action if len(action) <= n else action[:n] + "...")
 
@@ -236,8 +250,8 @@ class Validator:
                 task.abort()
         finally:
             if task is not None:
-                if not report.valid:
-                    task.tainted = True  # an environment that failed never shares its worker
+                if _tainting(report):
+                    task.tainted = True  # the environment's code failed: its worker is not reused
                 task.end()
         if run is not None:
             report.class_name = clip(run.class_name, MAX_NAME_CHARS) if run.class_name else None
