@@ -6,7 +6,7 @@ its closure cells can be found through ``gc`` and rewritten, its code object rep
 globals and mutable tables it reads patched. Two checks catch that, and the engine compares
 both with what the task reported before any environment code ran (its ``ready`` frame):
 
-* **fingerprint**: :func:`fingerprint` covers the identity of the hook's code object and of
+* **fingerprint**: :class:`HookGuard` covers the identity of the hook's code object and of
   every object its closure cells hold (recursively for the helper closures it calls; library
   functions they call, like ``os.path.realpath``, by identity), the contents of the mutable
   tables among them, and the identity of every global or builtin name its code looks up. Any
@@ -28,73 +28,84 @@ import builtins
 import types
 from typing import Any
 
-__all__ = ["HEARTBEAT_EVENT", "fingerprint"]
+__all__ = ["HEARTBEAT_EVENT", "HookGuard", "describe"]
 
 HEARTBEAT_EVENT = "spade.heartbeat"
 
 _FunctionType = types.FunctionType
 _CodeType = types.CodeType
-_id, _type, _repr, _sorted, _hash, _tuple, _frozenset = id, type, repr, sorted, hash, tuple, frozenset
+_type, _tuple, _len = type, tuple, len
 _builtins = builtins.__dict__
-_names_of: dict[int, tuple[Any, tuple[str, ...]]] = {}  # id(code) -> (code, names it looks up)
+_names_of: dict[Any, tuple[str, ...]] = {}  # code -> names it looks up
+_MISSING = object()
 
 
 def _names(code: Any) -> tuple[str, ...]:
     """Every global or builtin name ``code`` (and the code nested in it) may look up (cached)."""
-    hit = _names_of.get(_id(code))
-    if hit is not None and hit[0] is code:
-        return hit[1]
-    out: list[str] = []
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        out.extend(c.co_names)
-        stack.extend(k for k in c.co_consts if _type(k) is _CodeType)
-    names = _tuple(out)
-    _names_of[_id(code)] = (code, names)
+    names = _names_of.get(code)
+    if names is None:
+        out: list[str] = []
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            out.extend(c.co_names)
+            stack.extend(k for k in c.co_consts if _type(k) is _CodeType)
+        names = _names_of[code] = _tuple(out)
     return names
 
 
-def _table(d: dict[Any, Any]) -> Any:
-    try:
-        return _hash(_frozenset(d.items()))
-    except TypeError:  # unhashable values
-        return _repr(_sorted((_repr(k), _repr(v)) for k, v in d.items()))
-
-
-def _describe(fn: Any, out: list[Any], home: Any) -> None:
-    """Append what identifies ``fn`` and, in full, the helper closures of the hook it holds
-    (functions of the hook's module: ``home`` is its globals); library functions they call are
-    kept by identity only. Iterative, and cheap: it runs before every reply."""
-    stack = [fn]
-    seen: set[int] = set()
-    append = out.append
+def describe(hook: Any) -> tuple[list[Any], list[dict[Any, Any]]]:
+    """``(objects, tables)`` that identify ``hook``: the objects (compared by identity: code,
+    globals, looked-up names, defaults, closure contents) and its mutable tables (dicts, compared
+    by contents). The hook's helper closures (functions of its module) are described in
+    full; library functions they call by identity only. No ``id()`` (each call of it is an audit
+    event): this runs before every reply."""
+    home = hook.__globals__
+    refs: list[Any] = [hook]
+    tables: list[dict[Any, Any]] = []
+    stack = [hook]
+    seen: list[Any] = []
+    add = refs.append
     while stack:
         f = stack.pop()
-        seen.add(_id(f))
+        seen.append(f)
         code = f.__code__
         g = f.__globals__
-        append(_id(code))
-        append(_id(g))
+        add(code)
+        add(g)
         for name in _names(code):  # globals and builtins the code looks up
-            append(_id(g[name]) if name in g else _id(_builtins.get(name)))
-        append(_id(f.__defaults__))
+            add(g.get(name, _MISSING) if name in g else _builtins.get(name, _MISSING))
+        add(f.__defaults__)
         for cell in f.__closure__ or ():
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell
-                append(None)
+                add(_MISSING)
                 continue
-            append(_id(value))
+            add(value)
             t = _type(value)
-            if t is dict:  # the hook's mutable tables: their contents (a list, e.g. the heartbeat, by identity)
-                append(_table(value))
-            elif t is _FunctionType and value.__globals__ is home and _id(value) not in seen and len(seen) < 32:
+            if t is dict:  # the hook's mutable tables: by contents too (a list, e.g. the heartbeat, by identity)
+                tables.append(value)
+            elif t is _FunctionType and value.__globals__ is home and _len(seen) < 32 and not any(value is x for x in seen):
                 stack.append(value)
+    return refs, tables
 
 
-def fingerprint(hook: Any) -> str:
-    """A value that changes when ``hook``'s code, closure, tables or looked-up names change."""
-    out: list[Any] = [_id(hook)]
-    _describe(hook, out, hook.__globals__)
-    return f"{len(out)}:{_hash(_tuple(out)) & 0xFFFFFFFFFFFFFFFF:016x}"
+class HookGuard:
+    """The hook's description when the task started; :meth:`fingerprint` is the same string as
+    long as nothing in it changed, and another one from the first change on."""
+
+    def __init__(self, hook: Any) -> None:
+        self.hook = hook
+        self._refs, tables = describe(hook)
+        self._tables = [dict(t) for t in tables]  # copies: what the tables held at the start
+        self._fp = f"{_len(self._refs)}:{_len(self._tables)}"
+
+    def fingerprint(self) -> str:
+        refs, tables = describe(self.hook)
+        if _len(refs) != _len(self._refs) or tables != self._tables:
+            return f"changed:{_len(refs)}"
+        for i, (a, b) in enumerate(zip(refs, self._refs)):
+            if a is not b:
+                return f"changed:{i}"
+        return self._fp

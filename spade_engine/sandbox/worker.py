@@ -472,6 +472,8 @@ def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, l
                 die(event, f"read of {p}")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "object.__getattr__":  # frames and code read (tracebacks, the fingerprint): allowed, and frequent
+            return
         if event == heartbeat:
             beat[0] = args[0] if args and type(args[0]) is int else -1
         elif event in forbidden_events or event.startswith(prefixes):
@@ -526,13 +528,17 @@ class _Guard:
     """The audit hook's fingerprint and heartbeat, sent with every frame (see hookguard.py)."""
 
     def __init__(self, hook: Any, beat: list[int]) -> None:
-        self.hook, self.beat = hook, beat
-        self.fingerprint, self.audit = hookguard.fingerprint, sys.audit
+        self.guard, self.beat = hookguard.HookGuard(hook), beat
+        self.audit, self.event = sys.audit, hookguard.HEARTBEAT_EVENT
+
+    @property
+    def hook(self) -> Any:
+        return self.guard.hook
 
     def check(self, seq: Any) -> dict[str, Any]:
         n = seq if isinstance(seq, int) else -1
-        self.audit(hookguard.HEARTBEAT_EVENT, n)
-        return {"fp": self.fingerprint(self.hook), "beat": self.beat[0]}
+        self.audit(self.event, n)
+        return {"fp": self.guard.fingerprint(), "beat": self.beat[0]}
 
 
 def _tname(x: Any) -> str:
