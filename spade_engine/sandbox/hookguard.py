@@ -9,8 +9,12 @@ both with what the task reported before any environment code ran (its ``ready`` 
 * **fingerprint**: :class:`HookGuard` covers the identity of the hook's code object and of
   every object its closure cells hold (recursively for the helper closures it calls; library
   functions they call, like ``os.path.realpath``, by identity), the contents of the mutable
-  tables among them, and the identity of every global or builtin name its code looks up. Any
-  rewrite of those changes it.
+  tables among them, and the identity of every global or builtin name its code looks up. The
+  task takes that description before any environment code runs and compares the current one
+  with it before every reply (by identity, tables by contents); the fingerprint it sends stays
+  the same string while they match and changes from the first difference on. (The hook itself
+  also kills the task on the two direct routes: ``gc.get_objects``/``get_referrers``/
+  ``get_referents`` and setting a function's ``__code__``.)
 * **heartbeat**: before every reply the task raises the audit event ``spade.heartbeat`` with the
   command's sequence number; the hook stores it where the task reads it back. A hook whose code
   was replaced, or that no longer runs, does not echo it.
