@@ -1,14 +1,15 @@
 """Sandbox benchmark: validation latency with the warm pool vs one fresh python process per
 validation (the same checks), and the step round trip of a running episode.
 
-    python3 bench/sandbox.py [--reps 3] [--baseline-reps 1] [--steps 600]
+    python3 bench/sandbox.py [--reps 3] [--invalid-reps 8] [--baseline-reps 1] [--steps 600]
 
 Ours: a SandboxPool (isolated, pre-forked workers) validates each example environment ``--reps``
-times. Baseline: for each validation, a fresh ``python`` worker process is started (without the
+times, then an invalid environment (its rewards break the contract) ``--invalid-reps`` times,
+one after the other: a worker is recycled after every such verdict, so this measures that cost. Baseline: for each validation, a fresh ``python`` worker process is started (without the
 isolation layers, which only makes the baseline cheaper), runs the same Validator checks, and is
 closed. Step round trip: ``session.step`` on a live GuessNumberEnv episode (engine -> task ->
-engine, graded). Last line: JSON with validate_p50_ms, baseline_validate_p50_ms,
-validate_speedup (baseline / ours) and step_roundtrip_p50_ms.
+engine, graded). Last line: JSON with validate_p50_ms, invalid_validate_p50_ms,
+baseline_validate_p50_ms, validate_speedup (baseline / ours) and step_roundtrip_p50_ms.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from spade_engine.sandbox import SandboxPool  # noqa: E402
 from spade_engine.sandbox.validator import Validator  # noqa: E402
 
 ENVS = ROOT / "tests" / "envs"
+INVALID = """
+class TooRichEnv:
+    def reset(self, seed=None):
+        return "hi", {}
+    def step(self, action):
+        return "done", 5.0, True, False, {}
+"""
 
 
 def p50(xs: list[float]) -> float:
@@ -38,6 +46,7 @@ def p50(xs: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3, help="validations of each environment with the warm pool")
+    ap.add_argument("--invalid-reps", type=int, default=8, help="validations of an invalid environment with the warm pool")
     ap.add_argument("--baseline-reps", type=int, default=1, help="fresh-process validations of each environment")
     ap.add_argument("--steps", type=int, default=600, help="steps timed for the round trip")
     args = ap.parse_args()
@@ -61,6 +70,14 @@ def main() -> None:
             ours.append((time.perf_counter() - t) * 1000)
             assert report.valid, (name, report.failed_check, report.detail)
     print(f"warm pool:   {len(ours)} validations, p50 {p50(ours):.1f} ms, mean {statistics.mean(ours):.1f} ms")
+    invalid: list[float] = []
+    for _ in range(args.invalid_reps):
+        t = time.perf_counter()
+        report = validator.validate(INVALID)
+        invalid.append((time.perf_counter() - t) * 1000)
+        assert report.error_kind == "contract", (report.failed_check, report.detail)
+    if invalid:
+        print(f"invalid env: {len(invalid)} validations, p50 {p50(invalid):.1f} ms (workers recycled: {pool.recycled})")
 
     # -- step round trip ------------------------------------------------------------------------
     steps: list[float] = []
@@ -92,6 +109,7 @@ def main() -> None:
 
     result = {
         "validate_p50_ms": round(p50(ours), 2),
+        "invalid_validate_p50_ms": round(p50(invalid), 2) if invalid else None,
         "baseline_validate_p50_ms": round(p50(baseline), 2),
         "validate_speedup": round(p50(baseline) / p50(ours), 2),
         "step_roundtrip_p50_ms": round(p50(steps), 4),

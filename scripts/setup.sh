@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what spade-engine and its tests need on a Debian machine, reusing what is present.
 #   scripts/setup.sh          python package (editable) + dev extras
-#   scripts/setup.sh --system also Debian packages the service-backed tests use
+#   scripts/setup.sh --system also Debian packages the sandbox's kernel filter (libseccomp2,
+#                             python3-seccomp) and the service-backed tests use
 #                             (kcat, chromium, chromium-driver, postgresql, docker-compose for
 #                             `docker-compose config` on compose.yaml) and the Kafka jars
 set -euo pipefail
@@ -9,6 +10,10 @@ cd "$(dirname "$0")/.."
 
 if [[ "${1:-}" == "--system" ]]; then
   need=()
+  # the sandbox's seccomp filter: libseccomp and its official Python bindings (the worker loads
+  # Debian's build when it matches this interpreter's ABI; pyseccomp from PyPI otherwise)
+  [[ -e /usr/lib/x86_64-linux-gnu/libseccomp.so.2 || -e /usr/lib/aarch64-linux-gnu/libseccomp.so.2 ]] || need+=(libseccomp2)
+  ls /usr/lib/python3/dist-packages/seccomp.*.so >/dev/null 2>&1 || need+=(python3-seccomp)
   command -v kcat >/dev/null || need+=(kcat)
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)

@@ -4,16 +4,25 @@ Every command that needs a run's config (resume, workers, trainer, archive, repl
 audit, retrain) reads it through :func:`recorded_config`, so they all agree: a run that has no
 ``RunStarted`` yet has no recorded config (``None``), and a recorded config this engine cannot
 read is always an error, never silently replaced by defaults.
+
+One section is never taken from a log: ``[sandbox]``. It decides what runs before isolation
+(``preload_modules`` are imported by every worker as root, before the namespaces and the uid
+drop) and how strong the isolation is (``require_isolation``, limits, uids), and a log may have
+been imported from anywhere. Whatever resumes a run, attaches a worker to it or replays it uses
+:func:`with_local_sandbox`: this machine's sandbox config (defaults < the ``--config`` file <
+``SPADE_SANDBOX__*`` environment), never the recorded one.
 """
 
 from __future__ import annotations
 
-from .config import EngineConfig
+from pathlib import Path
+
+from .config import EngineConfig, load_config
 from .errors import ConfigError
 from .events.errors import EventError
 from .events.log import EventLog
 
-__all__ = ["recorded_config", "recorded_config_or_default"]
+__all__ = ["recorded_config", "recorded_config_or_default", "with_local_sandbox"]
 
 _MARK = b'"type":"RunStarted"'
 
@@ -45,3 +54,9 @@ def recorded_config_or_default(log: EventLog) -> EngineConfig:
     """:func:`recorded_config`, or the defaults for a run that has not recorded one yet."""
     cfg = recorded_config(log)
     return EngineConfig() if cfg is None else cfg
+
+
+def with_local_sandbox(cfg: EngineConfig, config_file: Path | None = None) -> EngineConfig:
+    """``cfg`` (a recorded config) with this machine's ``[sandbox]`` section instead of the
+    recorded one (see the module docstring)."""
+    return cfg.model_copy(update={"sandbox": load_config(config_file).sandbox})

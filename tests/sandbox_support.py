@@ -35,9 +35,13 @@ def example_sources() -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(ENVS.glob("*.py"))}
 
 
-def sandbox_processes(cfg: SandboxConfig) -> list[int]:
-    """Pids of live (non-zombie) processes running as one of the pool's sandbox uids."""
-    uids = set(range(cfg.uid_base, cfg.uid_base + cfg.workers))
+def sandbox_processes(pool_or_cfg) -> list[int]:
+    """Pids of live (non-zombie) processes running as one of a pool's sandbox uids (``pool.uids``,
+    which it leased; for a config, the uids from its ``uid_base`` on)."""
+    if hasattr(pool_or_cfg, "uids"):
+        uids = set(pool_or_cfg.uids)
+    else:
+        uids = set(range(pool_or_cfg.uid_base, pool_or_cfg.uid_base + pool_or_cfg.workers))
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -54,10 +58,10 @@ def sandbox_processes(cfg: SandboxConfig) -> list[int]:
     return out
 
 
-def wait_no_sandbox_processes(cfg: SandboxConfig, timeout: float = 10.0) -> list[int]:
+def wait_no_sandbox_processes(pool_or_cfg, timeout: float = 10.0) -> list[int]:
     deadline = time.monotonic() + timeout
     while True:
-        left = sandbox_processes(cfg)
+        left = sandbox_processes(pool_or_cfg)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.05)

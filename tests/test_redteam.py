@@ -57,7 +57,7 @@ def pool(cfg, canary):
     p = SandboxPool(cfg)
     yield p
     p.close()
-    assert wait_no_sandbox_processes(cfg) == [], "sandbox processes left after the pool closed"
+    assert wait_no_sandbox_processes(p) == [], "sandbox processes left after the pool closed"
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_hostile_program(path, validator, pool, cfg, canary):
     assert dict(os.environ) == env_before
     assert SECRET not in json.dumps(report.to_dict())
     assert marker_files() == []
-    assert len(sandbox_processes(cfg)) <= cfg.workers, "a process outlived its task"
+    assert len(sandbox_processes(pool)) <= cfg.workers, "a process outlived its task"
     # and the pool still works
     assert validator.validate(GOOD).valid
 
@@ -110,4 +110,4 @@ def test_threads_die_with_the_episode(pool, cfg):
     with pool.open_session((REDTEAM / "outliving_threads.py").read_text()) as s:
         for seed in range(3):
             s.reset(seed=seed)
-    assert len(sandbox_processes(cfg)) <= cfg.workers
+    assert len(sandbox_processes(pool)) <= cfg.workers

@@ -62,7 +62,7 @@ def pool(cfg):
     p = SandboxPool(cfg)
     yield p
     p.close()
-    assert wait_no_sandbox_processes(cfg) == []
+    assert wait_no_sandbox_processes(p) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="every layer needs root (CI and this machine run as root)")
@@ -157,7 +157,7 @@ def test_step_timeout_kills_the_worker_and_the_pool_recovers(pool, cfg):
     with pool.open_session(BLOCKING) as s2:
         s2.reset(seed=0)
         assert s2.step("again")[0] == "echo:again"
-    assert len(sandbox_processes(cfg)) <= cfg.workers
+    assert len(sandbox_processes(pool)) <= cfg.workers
 
 
 def test_worker_death_is_a_crash_and_env_errors_keep_the_session(pool):
@@ -187,7 +187,7 @@ def test_workers_are_recycled_after_max_tasks():
         assert second != first and p.recycled == 1
         with p.open_session(BLOCKING) as s:
             assert s.reset(seed=0)[0] == "hi"
-    assert wait_no_sandbox_processes(cfg) == []
+    assert wait_no_sandbox_processes(p) == []
 
 
 def test_syntax_errors_and_missing_classes_fail_open_session(pool):

@@ -12,7 +12,7 @@ Stages of one environment, in order::
 
     validate  EnvironmentProposed  -> EnvironmentValidated   (validator)
     repair    EnvironmentValidated -> EnvironmentProposed    (designer; invalid ones, up to loop.max_repairs)
-    hint      EnvironmentValidated -> HintWritten            (rollout; accepted ones)
+    hint      EnvironmentValidated -> HintWritten            (rollout; accepted ones; + garbage probe)
     play      HintWritten          -> RolloutCompleted x 2k  (rollout)
     regret    RolloutCompleted     -> RegretEstimated        (regret; once all 2k plays are in)
 """
@@ -106,7 +106,8 @@ def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, s
 
 def _regret(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
     plays = [st.plays[key] for key in sorted(st.plays)]
-    emit(stages.estimate_regret(st.proposed, plays, ctx.cfg.reward), st.hint_id)  # type: ignore[arg-type]
+    probe = st.hint.garbage_probe if st.hint is not None else None
+    emit(stages.estimate_regret(st.proposed, plays, ctx.cfg.reward, probe), st.hint_id)  # type: ignore[arg-type]
 
 
 Handler = Callable[[stages.StageContext, RunState, EnvState, Emit, Callable[[], bool]], None]

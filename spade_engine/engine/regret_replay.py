@@ -1,7 +1,8 @@
 """Recomputing every RegretEstimated of a run from the plays it names, to audit a log.
 
-The regret stage is a pure function of recorded RolloutCompleted events and the reward config
-recorded in RunStarted, so replaying the log must give exactly the recorded numbers;
+The regret stage is a pure function of recorded RolloutCompleted events, the garbage probe
+recorded in HintWritten and the reward config recorded in RunStarted, so replaying the log must
+give exactly the recorded numbers;
 :func:`verify_regrets` lists every environment where it does not.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import EngineConfig, RewardConfig
-from ..events.catalogue import EnvironmentProposed, RegretEstimated, RolloutCompleted, RunStarted
+from ..events.catalogue import EnvironmentProposed, GarbageProbe, HintWritten, RegretEstimated, RolloutCompleted, RunStarted
 from ..events.errors import EventError
 from ..events.log import EventLog
 from .stages import estimate_regret
@@ -18,7 +19,7 @@ from .stages import estimate_regret
 __all__ = ["RegretMismatch", "recompute_regrets", "verify_regrets"]
 
 _FIELDS = ("plain_rewards", "hinted_rewards", "win_rate_plain", "win_rate_hinted", "regret", "designer_reward",
-           "reward_variant", "step_timeouts", "rollout_ids")
+           "reward_variant", "step_timeouts", "rollout_ids", "trivial", "garbage_reward")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
     The reward config is the one recorded by the run's first RunStarted unless given.
     """
     proposals: dict[str, EnvironmentProposed] = {}
+    probes: dict[str, GarbageProbe | None] = {}
     plays: dict[str, tuple[str, RolloutCompleted]] = {}
     regrets: list[RegretEstimated] = []
     for rec in log.read():
@@ -46,6 +48,8 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
             reward = EngineConfig.model_validate(ev.config).reward
         elif isinstance(ev, EnvironmentProposed):
             proposals.setdefault(ev.env_id, ev)
+        elif isinstance(ev, HintWritten):
+            probes.setdefault(ev.env_id, ev.garbage_probe)
         elif isinstance(ev, RolloutCompleted):
             plays[rec.envelope.event_id] = (rec.envelope.event_id, ev)
         elif isinstance(ev, RegretEstimated):
@@ -54,7 +58,7 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
     out = []
     for r in regrets:
         used = [plays[i] for i in r.rollout_ids if i in plays]
-        out.append((r, estimate_regret(proposals[r.env_id], used, reward)))
+        out.append((r, estimate_regret(proposals[r.env_id], used, reward, probes.get(r.env_id))))
     return out
 
 

@@ -4,7 +4,9 @@ An episode: ``reset(seed)`` in the sandbox; the first observation (with the priv
 appended for hinted plays) becomes the first user message; each turn the agent answers, the
 ``\\boxed{...}`` action is parsed from its reply and sent to ``step()``; the episode ends when the
 environment terminates or truncates, at the turn limit, or when a step times out or the sandbox
-crashes. Episode reward = last step reward clipped to [-1, 1] if terminated, else 0.
+crashes. Episode reward = last step reward clipped to [-1, 1] if terminated, else 0. An action is
+cut to the sandbox's action limit before it is sent, and every recorded text is bounded
+(:mod:`.bounds`) before the play is handed over for recording.
 
 Plays of one environment run in lockstep (one batched ``generate`` per turn across the plays that
 are still going), so batched LLM backends are used efficiently.
@@ -20,6 +22,8 @@ from typing import Any, Protocol
 
 from ..events.catalogue import RolloutCompleted, Turn
 from ..policy.protocol import PolicyRequest, Sample
+from ..sandbox.limits import MAX_ACTION_CHARS
+from .bounds import bound_rollout
 from .regret import episode_reward
 
 __all__ = [
@@ -181,6 +185,7 @@ def play_episodes(
             seconds=round(ep.seconds, 6),
             index=ep.spec.index,
         )
+        payload = bound_rollout(payload)  # the last re-check of what came out of the sandbox
         results.append(payload)
         if on_done is not None:
             on_done(payload, ep.sandbox_seconds)
@@ -236,7 +241,7 @@ def play_episodes(
             ]
             samples: list[Sample] = generate(requests)
             for ep, sample in zip(live, samples):
-                action = to_action(sample.text)
+                action = to_action(sample.text)[:MAX_ACTION_CHARS]  # what is sent is what is recorded
                 t0 = time.perf_counter()
                 try:
                     obs, reward, term, trunc, _info = ep.session.step(action)

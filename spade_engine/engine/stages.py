@@ -5,10 +5,11 @@ read the input events from the log, call a stage, and append what it returns. St
 
 * :func:`propose`: corpus document + memory examples -> designer -> ``EnvironmentProposed``
   (and :func:`propose_repair` for a failed candidate);
-* :func:`validate`: sandboxed validator + embedding novelty -> ``EnvironmentValidated``;
-* :func:`write_hint`: hint writer -> ``HintWritten``;
+* :func:`validate`: sandboxed validator (seeds and probes drawn from the run seed and the env
+  key) + embedding novelty -> ``EnvironmentValidated``;
+* :func:`write_hint`: hint writer + the play-time garbage probe (:mod:`.garbage`) -> ``HintWritten``;
 * :func:`play`: k plain + k hinted plays in the sandbox -> ``RolloutCompleted`` each;
-* :func:`estimate_regret` (pure): plays -> ``RegretEstimated``.
+* :func:`estimate_regret` (pure): plays + the garbage probe -> ``RegretEstimated``.
 
 Seeds are derived from ``(run seed, env key, ...)`` with :func:`derive_seed`, never from a running
 random state, so a resumed run makes the same choices for the same environment, and two runs with
@@ -32,12 +33,15 @@ from ..config import EngineConfig, RewardConfig
 from ..events.catalogue import (
     EnvironmentProposed,
     EnvironmentValidated,
+    GarbageProbe,
     HintWritten,
     RegretEstimated,
     RolloutCompleted,
     ValidationCheck,
 )
 from ..archive.examples import MemoryExamples
+from ..sandbox.probes import garbage_actions
+from .bounds import bound_validated
 from .corpus import Corpus, truncate_tokens
 from .designer import (
     SKILLS,
@@ -47,6 +51,7 @@ from .designer import (
     novelty_text,
     repair_messages,
 )
+from .garbage import probe_reward, probe_won, run_garbage_probe
 from .hints import clean_hint, hint_messages
 from ..policy.protocol import Policy, PolicyRequest, Sample
 from .regret import estimate
@@ -62,6 +67,8 @@ __all__ = [
     "propose",
     "propose_repair",
     "validate",
+    "validation_seed",
+    "garbage_probe",
     "write_hint",
     "play_specs",
     "play",
@@ -319,10 +326,10 @@ def validate(ctx: StageContext, proposed: EnvironmentProposed) -> EnvironmentVal
         )
     t0 = time.perf_counter()
     try:
-        report = ctx.validator.validate(proposed.code)
+        report = ctx.validator.validate(proposed.code, seed=validation_seed(ctx.seed, proposed.env_id))
     finally:
         ctx.timings.sandbox += time.perf_counter() - t0
-    fields = dict(report.payload_fields())
+    fields = bound_validated(dict(report.payload_fields()))
     fields.setdefault("sandbox_layers", ctx.sandbox_layers)
     fields["env_id"] = proposed.env_id
     if not fields.get("valid"):
@@ -349,8 +356,30 @@ def validate(ctx: StageContext, proposed: EnvironmentProposed) -> EnvironmentVal
     return EnvironmentValidated(**fields)
 
 
+def validation_seed(seed: int, env_id: str) -> int:
+    """The seed the validator draws an environment's reset seeds and probe actions from."""
+    return derive_seed(seed, env_key(env_id), "validate")
+
+
+def garbage_probe(ctx: StageContext, proposed: EnvironmentProposed) -> GarbageProbe | None:
+    """The play-time garbage probe of an accepted environment (None without a sandbox)."""
+    if ctx.pool is None:
+        return None
+    spec = play_specs(ctx.seed, proposed.env_id, 1)[0]  # plain play 0's seed
+    actions = garbage_actions(derive_seed(ctx.seed, env_key(proposed.env_id), "garbage"), ctx.cfg.loop.turn_limit)
+    t0 = time.perf_counter()
+    try:
+        return run_garbage_probe(
+            lambda: ctx.pool.open_session(proposed.code, step_timeout_s=ctx.cfg.sandbox.step_timeout_s),
+            seed=spec.seed, actions=actions,
+        )
+    finally:
+        ctx.timings.sandbox += time.perf_counter() - t0
+
+
 def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
-    """The policy reads the environment's source and writes a privileged hint."""
+    """The policy reads the environment's source and writes a privileged hint; the environment is
+    also probed with garbage in a session like a play's (recorded in ``garbage_probe``)."""
     req = PolicyRequest(
         role="hinter",
         messages=hint_messages(proposed.code),
@@ -358,7 +387,10 @@ def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
         seed=derive_seed(ctx.seed, env_key(proposed.env_id), "hint"),
     )
     sample = ctx.generate_one(req)
-    return HintWritten(env_id=proposed.env_id, hint=clean_hint(sample.text), policy_version=ctx.policy.version, generation=sample.generation())
+    return HintWritten(
+        env_id=proposed.env_id, hint=clean_hint(sample.text), policy_version=ctx.policy.version,
+        generation=sample.generation(), garbage_probe=garbage_probe(ctx, proposed),
+    )
 
 
 def play_specs(seed: int, env_id: str, k: int) -> list[PlaySpec]:
@@ -407,11 +439,14 @@ def estimate_regret(
     proposed: EnvironmentProposed,
     plays: Sequence[tuple[str, RolloutCompleted]],
     reward: RewardConfig,
+    probe: GarbageProbe | None = None,
 ) -> RegretEstimated:
     """Regret and designer reward of one environment from its recorded plays (pure).
 
     ``plays`` are ``(event_id, payload)`` pairs; they are ordered by (hinted, index) so the
-    result does not depend on the order the plays were recorded in.
+    result does not depend on the order the plays were recorded in. ``probe`` is the recorded
+    garbage probe (``HintWritten.garbage_probe``): when it won, the environment is ``trivial``
+    and its designer reward is 0.
     """
     ordered = sorted(plays, key=lambda p: (p[1].hinted, p[1].index))
     plain = [p.episode_reward for _, p in ordered if not p.hinted]
@@ -427,9 +462,11 @@ def estimate_regret(
         win_rate_plain=res.win_rate_plain,
         win_rate_hinted=res.win_rate_hinted,
         regret=res.regret,
-        designer_reward=res.designer_reward,
+        designer_reward=0.0 if probe_won(probe) else res.designer_reward,
         reward_variant=res.variant,
         step_timeouts=res.step_timeouts,
         policy_version=versions[-1] if versions else "",
         rollout_ids=[eid for eid, _ in ordered],
+        trivial=probe_won(probe),
+        garbage_reward=probe_reward(probe) if probe is not None else None,
     )

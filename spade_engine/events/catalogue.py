@@ -30,6 +30,7 @@ __all__ = [
     "Generation",
     "ValidationCheck",
     "Turn",
+    "GarbageProbe",
     "RunStarted",
     "EnvironmentProposed",
     "EnvironmentValidated",
@@ -41,6 +42,8 @@ __all__ = [
     "EvaluationCompleted",
     "EVENT_TYPES",
     "UPCASTERS",
+    "V1_VALIDATION_SEEDS",
+    "V1_PROBE_ACTIONS",
     "register_upcaster",
     "decode_payload",
     "payload_to_builtins",
@@ -105,6 +108,20 @@ class ValidationCheck(msgspec.Struct, frozen=True, kw_only=True):
     passed: bool
     detail: str = ""
     seconds: float = 0.0
+
+
+class GarbageProbe(msgspec.Struct, frozen=True, kw_only=True):
+    """A play-time probe of an environment with garbage actions: one episode in a sandbox session
+    opened exactly like a play's, reset with ``seed`` (the seed of plain play 0), stepping the
+    seeded garbage ``actions`` until it ends (``rewards`` per step). ``error`` says why it ended
+    abnormally. An environment whose garbage episode wins is trivial (see RegretEstimated)."""
+
+    seed: int
+    actions: list[str]
+    rewards: list[float]
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):
@@ -173,10 +190,14 @@ class EnvironmentValidated(EventPayload, frozen=True, kw_only=True):
     ``error_kind`` is from the fixed taxonomy (``syntax``, ``contract``, ``timeout``, ``memory``,
     ``crash``, ``nondeterministic``, ``unsolvable``, ``trivial``, ``forbidden``, ``duplicate``...).
     The embedding used for the novelty decision is recorded (``embedding_b64``: little-endian
-    float32, base64) so replay never re-runs the embedding model.
+    float32, base64) so replay never re-runs the embedding model. ``validation_seeds`` and
+    ``probe_actions`` are the reset seeds and probe actions the validator drew for this
+    environment from the run's seed (v2; v1 validations used the fixed :data:`V1_VALIDATION_SEEDS`
+    and :data:`V1_PROBE_ACTIONS`).
     """
 
     TYPE: ClassVar[str] = "EnvironmentValidated"
+    VERSION: ClassVar[int] = 2
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     valid: bool
@@ -195,18 +216,25 @@ class EnvironmentValidated(EventPayload, frozen=True, kw_only=True):
     accepted: bool = False
     seconds: float = 0.0
     sandbox_layers: dict[str, bool] = msgspec.field(default_factory=dict)
+    validation_seeds: list[int] = msgspec.field(default_factory=list)
+    probe_actions: list[str] = msgspec.field(default_factory=list)
 
 
 class HintWritten(EventPayload, frozen=True, kw_only=True):
     """The policy read the environment source and wrote a privileged hint (strategy and answer
-    format, never the answer). It is appended to the first observation of hinted plays."""
+    format, never the answer). It is appended to the first observation of hinted plays.
+
+    ``garbage_probe`` (v2) is the play-time garbage probe run by the same stage before the plays
+    (``None`` when none was run, as in v1)."""
 
     TYPE: ClassVar[str] = "HintWritten"
+    VERSION: ClassVar[int] = 2
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     hint: str
     policy_version: str
     generation: Generation | None = None
+    garbage_probe: GarbageProbe | None = None
 
 
 class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
@@ -241,9 +269,13 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     ``regret`` = max(0, mean(hinted_rewards) - mean(plain_rewards)); ``designer_reward`` is the
     value of ``reward_variant`` (``blend`` by default) before per-skill centring, which the
     trainer applies. ``rollout_ids`` are the event ids of the plays it was computed from.
+    ``trivial`` (v2): the play-time garbage probe (HintWritten.garbage_probe) won, so the
+    environment rewards garbage after passing validation; its ``designer_reward`` is then 0.
+    ``garbage_reward`` is that probe's episode reward (``None`` without a probe).
     """
 
     TYPE: ClassVar[str] = "RegretEstimated"
+    VERSION: ClassVar[int] = 2
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     skill: str
@@ -257,6 +289,8 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     step_timeouts: int = 0
     policy_version: str = ""
     rollout_ids: list[str] = msgspec.field(default_factory=list)
+    trivial: bool = False
+    garbage_reward: float | None = None
 
 
 class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
@@ -373,6 +407,45 @@ def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster]
         return fn
 
     return deco
+
+
+#: the fixed reset seeds and probe actions every validation used before EnvironmentValidated v2
+V1_VALIDATION_SEEDS: tuple[int, ...] = (11, 23)
+V1_PROBE_ACTIONS: tuple[str, ...] = (
+    "",
+    "garbage",
+    "\\boxed{}",
+    "\\boxed{__spade_probe__}",
+    "\\boxed{",
+    "}}}{{{ \\boxed{\\boxed{}}",
+    "x" * 4000,
+    "\u00fc\u00f1\u00ee\u00e7\u00f8d\u00e9 \U0001f642 \\boxed{\u2603}",
+)
+
+
+@register_upcaster("EnvironmentValidated", 1)
+def _validated_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
+    """v1 validations drew nothing: they all used the fixed seeds and probes (none at all when
+    the validator never ran, for a completion without code)."""
+    ran = p.get("failed_check") != "extract" and p.get("error_kind") != "no_code"
+    p.setdefault("validation_seeds", list(V1_VALIDATION_SEEDS) if ran else [])
+    p.setdefault("probe_actions", list(V1_PROBE_ACTIONS) if ran else [])
+    return p
+
+
+@register_upcaster("HintWritten", 1)
+def _hint_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
+    """v1 stages ran no garbage probe."""
+    p.setdefault("garbage_probe", None)
+    return p
+
+
+@register_upcaster("RegretEstimated", 1)
+def _regret_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
+    """Without a garbage probe no environment was found trivial after the fact."""
+    p.setdefault("trivial", False)
+    p.setdefault("garbage_reward", None)
+    return p
 
 
 def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,9 @@ Run selection for ``start``: ``--run RUN`` resumes that run; otherwise the lates
 when it is unfinished (never stopped, interrupted, or failed), else a new run is created;
 ``--new`` always creates a new run. A resumed run keeps the config recorded in its first
 RunStarted (only ``--max-envs`` and ``--plays`` apply to it; ``--plays`` affects environments not
-yet played).
+yet played), except for its ``[sandbox]`` section, which is always the local one (defaults <
+``--config`` < ``SPADE_SANDBOX__*``): a recorded ``sandbox.preload_modules`` would otherwise be
+imported before isolation.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ..config import DEFAULT_MAX_ENVS, load_config
 from ..errors import SpadeError
 from ..engine.state import RunState
 from ..events.store import resolve_data_dir
-from ..recorded import recorded_config
+from ..recorded import recorded_config, with_local_sandbox
 from ..textout import is_terminal, note, plain, print_json, say, styled, tsv_row
 
 __all__ = ["start", "status", "render_stats", "print_stats", "stats_rows", "progress_line", "next_commands", "retrain_command",
@@ -198,9 +200,12 @@ def start(
         if recorded is None:
             cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
         else:
-            cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+            # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
+            cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
             if model or seed is not None or config is not None:
-                note(styled(("resuming: the run keeps its recorded config; --model/--seed/--config are ignored", "yellow")))
+                note(styled((
+                    "resuming: the run keeps its recorded config (but for [sandbox], always local); "
+                    "--model/--seed and --config's other sections are ignored", "yellow")))
     verb = "starting new run" if create else "resuming run"
     note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
     if cfg.policy.kind != "procedural" and cfg.policy.model:

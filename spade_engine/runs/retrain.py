@@ -21,7 +21,7 @@ from ..errors import SpadeError
 from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, PolicyUpdated
 from ..events.log import EventLog
 from ..events.store import new_run_id
-from ..recorded import recorded_config_or_default
+from ..recorded import recorded_config_or_default, with_local_sandbox
 
 __all__ = ["recorded_curriculum", "retrain_run", "RetrainResult", "RetrainError"]
 
@@ -76,7 +76,7 @@ def retrain_run(
         curriculum = curriculum[:max_envs]
     if not curriculum:
         raise RetrainError(f"run {old_log.run_id} has no accepted environments to replay")
-    base = recorded_config_or_default(old_log)
+    base = with_local_sandbox(recorded_config_or_default(old_log))  # never the log's sandbox section
     cfg = base.with_overrides(
         {
             "policy.kind": "transformers",

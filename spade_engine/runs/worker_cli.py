@@ -4,7 +4,8 @@ Run selection: the ``designer`` creates a new run (``--new``; with ``--run ID --
 id), or resumes ``--run``/the latest unfinished run, and records RunStarted. Every other role
 attaches to ``--run`` (default: the latest run), waiting up to ``--wait`` seconds for the run and
 its RunStarted, and uses the config recorded there, so all processes of a run share one config;
-only the ``[sandbox]`` section of ``--config`` and ``--sandbox-workers`` are local to a process.
+the ``[sandbox]`` section is always local to a process (defaults < ``[sandbox]`` of ``--config`` <
+``SPADE_SANDBOX__*`` < ``--sandbox-workers``), never taken from the log.
 SIGTERM/SIGINT stop a worker after its current input (which is then committed, or re-delivered).
 """
 
@@ -27,7 +28,7 @@ from ..engine.worker import ROLES
 from ..errors import SpadeError
 from ..events.errors import RunNotFound
 from ..events.store import DataDir, open_event_log, resolve_data_dir, resolve_run
-from ..recorded import recorded_config
+from ..recorded import recorded_config, with_local_sandbox
 
 __all__ = ["worker"]
 
@@ -55,9 +56,8 @@ def _attach(run: str | None, root: Path, backend: str, boot: str | None, wait_s:
 
 
 def _local(cfg: EngineConfig, config: Path | None, sandbox_workers: int | None) -> EngineConfig:
-    if config is not None:
-        cfg = cfg.model_copy(update={"sandbox": load_config(config).sandbox})
-    return cfg.with_overrides({"sandbox.workers": sandbox_workers})
+    """The run's recorded config with this process's sandbox section (never the log's)."""
+    return with_local_sandbox(cfg, config).with_overrides({"sandbox.workers": sandbox_workers})
 
 
 @handle_errors
@@ -157,7 +157,7 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "log.partitions": partitions})
         cfg = load_config(config, overrides=flags)
     else:
-        cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+        cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
     if log is None:
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot, create=True, partitions=cfg.log.partitions)
     built = None

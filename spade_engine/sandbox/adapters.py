@@ -33,8 +33,10 @@ __all__ = [
     "boxed_actions",
 ]
 
-MAX_OBS_CHARS = 100_000
-MAX_ACTION_CHARS = 8_192
+if __package__:
+    from .limits import MAX_ACTION_CHARS, MAX_OBS_CHARS
+else:  # pragma: no cover - imported by the worker as a plain module
+    from limits import MAX_ACTION_CHARS, MAX_OBS_CHARS  # type: ignore[no-redef]
 
 
 class AnyText(Text):

@@ -1,10 +1,13 @@
 """`spade-engine validate PATH... [--json]`: run the sandboxed validator on environment files.
 
 Prints one verdict per file (``--json``: one JSON object per line with ``path``, ``valid``,
-``error_kind``, ``failed_check``, ``checks`` and the other ``EnvironmentValidated`` fields; no raw
-U+2028, U+2029 or U+0085 inside, so every object is exactly one line).
-Exit code 0 only if every file is valid, 1 otherwise, 2 on bad input. Files are validated
-independently: a hostile file only ever fails itself.
+``error_kind``, ``failed_check``, ``checks`` and the other ``EnvironmentValidated`` fields, the
+``validation_seed`` and the seeds and probe actions drawn from it; no raw U+2028, U+2029 or
+U+0085 inside, so every object is exactly one line). Exit code 0 only if every file
+is valid, 1 otherwise, 2 on bad input. Files are validated independently: a hostile file only ever
+fails itself, and every file gets its verdict, whatever another one does. ``--seed`` makes the
+drawn seeds and probes reproducible (file i uses a seed derived from it); without it they are
+drawn afresh.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ..config import load_config
 from ..errors import SpadeError
 from ..textout import json_text, note, say, styled
 from . import SandboxPool
+from .probes import random_seed, seed_for
 from .validator import ValidationReport, Validator
 
 __all__ = ["validate"]
@@ -55,6 +59,7 @@ def validate(
     turn_limit: Annotated[Optional[int], typer.Option("--turn-limit", help="Episode turn limit (default: loop.turn_limit).", show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-w", help="Sandbox workers (default: sandbox.workers).", show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check, not only the verdict.")] = False,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Draw the validators' reset seeds and probe actions from this seed (default: a fresh one).", show_default=False)] = None,
 ) -> None:
     """Validate model-written environment files in the sandbox and print a verdict per file."""
     cfg = load_config(config, overrides={"loop.turn_limit": turn_limit, "sandbox.workers": workers})
@@ -65,13 +70,31 @@ def validate(
         if pool.missing_layers:
             note(styled(("warning:", "yellow"), f" sandbox layers missing: {', '.join(pool.missing_layers)}"))
         validator = Validator(pool, turn_limit=cfg.loop.turn_limit)
+        base = random_seed() if seed is None else seed
+
+        def one(i: int) -> ValidationReport:
+            try:
+                return validator.validate(sources[i], seed=seed_for(base, "file", i))
+            except Exception as exc:  # noqa: BLE001 - every file gets a verdict, whatever happens
+                return _broken(exc)
+
         with ThreadPoolExecutor(max_workers=scfg.workers) as ex:
-            reports = ex.map(validator.validate, sources)
+            reports = ex.map(one, range(len(files)))
             all_valid = True
             for path, report in zip(files, reports):
                 all_valid &= report.valid
                 _print(path, report, as_json, verbose)
     raise typer.Exit(0 if all_valid else 1)
+
+
+def _broken(exc: BaseException) -> ValidationReport:
+    """The verdict on a file whose validation itself failed (never the other files')."""
+    from ..events.catalogue import ValidationCheck
+
+    detail = f"{type(exc).__name__}: {exc}"[:2000]
+    return ValidationReport(
+        valid=False, error_kind="sandbox", failed_check="sandbox", checks=[ValidationCheck(name="sandbox", passed=False, detail=detail)]
+    )
 
 
 def _print(path: Path, r: ValidationReport, as_json: bool, verbose: bool) -> None:

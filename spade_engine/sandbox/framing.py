@@ -75,15 +75,17 @@ def decode(payload: bytes) -> dict[str, Any]:
 
 
 class FrameBuffer:
-    """Accumulates bytes from a pipe and yields complete decoded frames."""
+    """Accumulates bytes from a pipe and yields complete frames: decoded JSON objects, or with
+    ``raw=True`` the payload bytes (the engine decodes those against a schema, see replies.py)."""
 
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+    def __init__(self, max_frame: int = MAX_FRAME, *, raw: bool = False) -> None:
         self._buf = bytearray()
         self._max = max_frame
+        self._raw = raw
 
-    def feed(self, data: bytes) -> list[dict[str, Any]]:
+    def feed(self, data: bytes) -> list[Any]:
         self._buf += data
-        out: list[dict[str, Any]] = []
+        out: list[Any] = []
         while len(self._buf) >= _HEADER.size:
             (n,) = _HEADER.unpack_from(self._buf)
             if n > self._max:
@@ -92,7 +94,7 @@ class FrameBuffer:
                 break
             payload = bytes(self._buf[_HEADER.size : _HEADER.size + n])
             del self._buf[: _HEADER.size + n]
-            out.append(decode(payload))
+            out.append(payload if self._raw else decode(payload))
         return out
 
     @property

@@ -1,15 +1,19 @@
 """Grading in the engine's process of what a task sent back: the untrusted side only encodes
 values, this side decides whether they meet the contract (observation a str, reward a finite
-number in range, flags bools, info a dict, right tuple shape) and which class is the environment.
+number in range, flags bools, info a dict within the info limits, right tuple shape) and which
+class is the environment. Replies arrive already decoded against their schema (``replies.py``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import EnvError, ErrorKind
+from .limits import MAX_OBS_CHARS, info_problem
+from .replies import ClassInfo, InfoWire, ResetData, StepData, TextWire
 
 __all__ = ["REWARD_RANGE", "StepResult", "unwrap_text", "decode_reset", "decode_step", "check_reward", "select_env_class"]
 
@@ -36,19 +40,17 @@ def _contract(msg: str) -> EnvError:
 
 
 def _unwrap(wire: Any, what: str) -> Any:
-    if not isinstance(wire, dict):
+    if wire.bad is not None:
+        raise _contract(f"{what}: {wire.bad}")
+    if wire.v is None:
         raise _contract(f"{what}: malformed reply")
-    if "bad" in wire:
-        raise _contract(f"{what}: {str(wire['bad'])[:300]}")
-    if "v" not in wire:
-        raise _contract(f"{what}: malformed reply")
-    return wire["v"]
+    return wire.v
 
 
-def unwrap_text(wire: Any, what: str = "observation") -> str:
+def unwrap_text(wire: TextWire, what: str = "observation") -> str:
     v = _unwrap(wire, what)
-    if type(v) is not str:
-        raise _contract(f"{what} must be str")
+    if len(v) > MAX_OBS_CHARS:  # the schema already refuses this; kept for other callers
+        raise _contract(f"{what} has {len(v)} characters (limit {MAX_OBS_CHARS})")
     try:
         v.encode("utf-8")
     except UnicodeEncodeError:
@@ -56,38 +58,31 @@ def unwrap_text(wire: Any, what: str = "observation") -> str:
     return v
 
 
-def _flag(wire: Any, what: str) -> bool:
+def _info(wire: InfoWire, what: str) -> dict[str, Any]:
     v = _unwrap(wire, what)
-    if type(v) is not bool:
-        raise _contract(f"{what} must be bool")
+    problem = info_problem(v)
+    if problem:
+        raise _contract(f"{what}: {problem}")
     return v
 
 
-def _info(wire: Any, what: str) -> dict[str, Any]:
-    v = _unwrap(wire, what)
-    if type(v) is not dict:
-        raise _contract(f"{what} must be a dict")
-    return v
-
-
-def decode_reset(frame: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def decode_reset(data: ResetData) -> tuple[str, dict[str, Any]]:
     """(observation, info) from a reset reply, or EnvError(contract)."""
-    return unwrap_text(frame.get("obs"), "reset() observation"), _info(frame.get("info"), "reset() info")
+    return unwrap_text(data.obs, "reset() observation"), _info(data.info, "reset() info")
 
 
-def decode_step(frame: dict[str, Any]) -> StepResult:
+def decode_step(data: StepData) -> StepResult:
     """A step reply with every field checked except the reward's value (see :func:`check_reward`)."""
-    obs = unwrap_text(frame.get("obs"), "step() observation")
-    terminated = _flag(frame.get("terminated"), "step() terminated")
-    truncated = _flag(frame.get("truncated"), "step() truncated")
-    info = _info(frame.get("info"), "step() info")
-    wire = frame.get("reward")
+    obs = unwrap_text(data.obs, "step() observation")
+    terminated = bool(_unwrap(data.terminated, "step() terminated"))
+    truncated = bool(_unwrap(data.truncated, "step() truncated"))
+    info = _info(data.info, "step() info")
     problem = None
     reward = 0.0
-    if isinstance(wire, dict) and "bad" in wire:
-        problem = str(wire["bad"])[:300]
-    elif isinstance(wire, dict) and type(wire.get("v")) in (int, float):
-        reward = float(wire["v"])
+    if data.reward.bad is not None:
+        problem = data.reward.bad
+    elif data.reward.v is not None:
+        reward = float(data.reward.v)
     else:
         problem = "reward: malformed reply"
     return StepResult(obs, reward, terminated, truncated, info, problem)
@@ -105,7 +100,7 @@ def check_reward(result: StepResult, reward_range: tuple[float, float] = REWARD_
     return None
 
 
-def select_env_class(classes: list[dict[str, Any]]) -> tuple[str | None, str]:
+def select_env_class(classes: Sequence[ClassInfo]) -> tuple[str | None, str]:
     """The environment class among a module's top-level classes, or (None, why not).
 
     Candidates: classes whose name ends in ``Env`` or that derive from ``gym.Env``/``gymnasium.Env``.
@@ -114,12 +109,12 @@ def select_env_class(classes: list[dict[str, Any]]) -> tuple[str | None, str]:
     def is_gym_base(b: str) -> bool:
         return b in ("gym.Env", "gymnasium.Env", "Env") or b.endswith(".Env")
 
-    cands = [c for c in classes if str(c.get("name", "")).endswith("Env") or any(is_gym_base(str(b)) for b in c.get("bases", []))]
-    names = {str(c["name"]) for c in cands}
-    used_as_base = {str(b).rpartition(".")[2] for c in cands for b in c.get("bases", [])}
-    leaves = [c for c in cands if str(c["name"]) not in used_as_base or len(names) == 1]
+    cands = [c for c in classes if c.name.endswith("Env") or any(is_gym_base(b) for b in c.bases)]
+    names = {c.name for c in cands}
+    used_as_base = {b.rpartition(".")[2] for c in cands for b in c.bases}
+    leaves = [c for c in cands if c.name not in used_as_base or len(names) == 1]
     if len(leaves) == 1:
-        return str(leaves[0]["name"]), f"found {leaves[0]['name']} (line {leaves[0].get('lineno')})"
+        return leaves[0].name, f"found {leaves[0].name} (line {leaves[0].lineno})"
     if not leaves:
         return None, "no environment class (a class whose name ends in 'Env' or that subclasses gymnasium.Env)"
-    return None, "more than one environment class: " + ", ".join(str(c["name"]) for c in leaves)
+    return None, "more than one environment class: " + ", ".join(c.name for c in leaves[:10])

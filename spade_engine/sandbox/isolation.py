@@ -8,10 +8,16 @@ Layers (each one detected, never assumed):
 ``pid_namespace``  tasks run in a private PID namespace whose init is the worker: killing it
                    kills every process the environment made, even ones that left the group
 ``net_namespace``  a network namespace with no configured interface (connect() is unreachable)
+``ipc_namespace``  private System V IPC objects (gone with the worker)
 ``mount_namespace`` private mounts (the layers below need it)
+``minimal_root``   the worker's whole file system is a small tmpfs with read-only binds of the
+                   Python installation, its shared libraries and the sandbox modules only
+                   (pivot_root, see ``rootfs.py``): no checkout, data, /sys, /etc, host /proc
 ``readonly_fs``    every mount read-only inside the worker
-``hidden_home``    empty tmpfs over /root and /home (the interpreter is bound back read-only)
+``hidden_home``    /root and /home are not visible (the minimal root; without it, empty tmpfs
+                   over them with the interpreter bound back read-only)
 ``private_tmp``    a size- and inode-limited tmpfs on /tmp, invisible outside
+``fresh_tmp``      a new, empty /tmp for every task (nothing is passed from one task to the next)
 ``uid_drop``       code runs as an unprivileged uid/gid with no supplementary groups
 ``no_new_privs``   no set-uid escalation (prctl PR_SET_NO_NEW_PRIVS)
 ``rlimit_as``      address-space limit (memory)
@@ -20,8 +26,11 @@ Layers (each one detected, never assumed):
 ``rlimit_nofile``  open-file limit
 ``rlimit_nproc``   process/thread limit (holds only after the uid drop)
 ``scrubbed_env``   only a few fixed environment variables are passed in
+``seccomp``        a seccomp-bpf filter (kernel) kills the task on execve, non-AF_UNIX sockets,
+                   ptrace, mount, namespaces, bpf, keyctl, perf_event_open... (``seccomp_filter.py``)
 ``audit_hook``     a Python audit hook kills the task on processes, sockets, ctypes, signals to
-                   others and file writes outside the temp dir (reported as ``forbidden``)
+                   others and file writes outside the temp dir (reported as ``forbidden``); its
+                   disarming is detected (``hookguard.py``)
 =================  ===========================================================================
 
 Imported by the untrusted worker as a plain module: standard library only, no relative imports.
@@ -41,10 +50,13 @@ LAYERS: tuple[str, ...] = (
     "process_group",
     "pid_namespace",
     "net_namespace",
+    "ipc_namespace",
     "mount_namespace",
+    "minimal_root",
     "readonly_fs",
     "hidden_home",
     "private_tmp",
+    "fresh_tmp",
     "uid_drop",
     "no_new_privs",
     "rlimit_as",
@@ -53,6 +65,7 @@ LAYERS: tuple[str, ...] = (
     "rlimit_nofile",
     "rlimit_nproc",
     "scrubbed_env",
+    "seccomp",
     "audit_hook",
 )
 
@@ -116,6 +129,7 @@ def scrubbed_environ(tmp: str = "/tmp") -> dict[str, str]:
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -218,7 +232,9 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
     layers["process_group"] = os.getpgid(0) == os.getpid()
     if not opts.get("isolate", True):
         return layers, {"isolate": "disabled by the caller"}
-    for name, flag in (("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("pid_namespace", CLONE_NEWPID)):
+    for name, flag in (
+        ("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("ipc_namespace", CLONE_NEWIPC), ("pid_namespace", CLONE_NEWPID),
+    ):
         try:
             unshare(flag)
             layers[name] = True
@@ -238,17 +254,22 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
             layers["mount_namespace"] = False
             detail["mount_namespace"] = str(exc)
     if layers["mount_namespace"]:
-        for name, fn in (
-            ("hidden_home", lambda: _hide_homes(opts.get("keep_paths", []))),
+        rootfs = _rootfs()
+        try:
+            detail["minimal_root"] = rootfs.enter_minimal_root(opts.get("keep_paths", []))
+            layers["minimal_root"] = layers["hidden_home"] = True
+        except OSError as exc:
+            layers["minimal_root"] = False
+            detail["minimal_root"] = f"{exc} (falling back to hiding /root and /home)"
+        steps = [] if layers["minimal_root"] else [("hidden_home", lambda: _hide_homes(opts.get("keep_paths", [])))]
+        steps += [
             ("readonly_fs", _readonly_everything),
             (
                 "private_tmp",
-                lambda: mount(
-                    "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-                    f"size={int(opts.get('tmp_size_mb', 64))}m,nr_inodes={int(opts.get('tmp_inodes', 4096))},mode=1777",
-                ),
+                lambda: rootfs.fresh_tmp(int(opts.get("tmp_size_mb", 64)), int(opts.get("tmp_inodes", 4096)), _uid(opts)),
             ),
-        ):
+        ]
+        for name, fn in steps:
             try:
                 fn()
                 layers[name] = True
@@ -258,6 +279,20 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
     return layers, detail
 
 
+def _rootfs() -> Any:
+    """The sibling module rootfs (a plain import inside the worker)."""
+    if __package__:
+        from . import rootfs
+    else:  # pragma: no cover - inside the worker
+        import rootfs  # type: ignore[no-redef]
+    return rootfs
+
+
+def _uid(opts: dict[str, Any]) -> int | None:
+    """The uid tasks run as, when this process will drop to it (it owns the task's /tmp)."""
+    return int(opts.get("uid", 65534)) if os.getuid() == 0 else None
+
+
 def confine(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str]) -> None:
     """Run in the worker's long-lived process after its imports: /proc of its own PID namespace,
     no_new_privs, the uid drop and the rlimits. Updates ``layers``/``detail`` in place."""
@@ -265,7 +300,9 @@ def confine(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
     dropped = False
     if isolate and layers.get("pid_namespace") and layers.get("mount_namespace"):
         try:
-            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            masked = _rootfs().mount_proc()
+            if layers.get("minimal_root"):
+                detail["minimal_root"] = detail.get("minimal_root", "") + f"; a fresh read-only /proc, {masked} host entries masked"
         except OSError as exc:
             detail["proc"] = str(exc)
     if isolate:

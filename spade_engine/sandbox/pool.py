@@ -2,10 +2,13 @@
 
 A pool starts ``config.workers`` worker processes (see ``worker.py``), each isolated once, and
 hands them out one task at a time: a validation or an episode session is one *task*, executed in
-a process forked from the worker's clean zygote. Results come back as length-framed JSON that is
-decoded here, never unpickled. Any anomaly (timeout, death, garbage or extra frames, forbidden
-operation) kills the worker's whole process group and PID namespace and the worker is replaced;
-a worker is also replaced after ``max_tasks_per_worker`` tasks.
+a process forked from the worker's clean zygote, with a fresh empty /tmp. Results come back as
+length-framed JSON that is decoded here against a strict schema per reply (``replies.py``), never
+unpickled. Any anomaly (timeout, death, garbage, extra frames or frames that do not fit, a
+forbidden operation, a tampered audit hook) kills the worker's whole process group and PID
+namespace and the worker is replaced; a worker is also replaced after a task in which the
+environment raised or broke the contract, and after ``max_tasks_per_worker`` tasks. Each pool
+runs its workers as uids no other live pool holds (``uids.py``).
 
 The pool is thread-safe: many engine threads may hold sessions at once (at most one per worker;
 ``open_session`` waits for a free worker up to ``acquire_timeout_s``).
@@ -25,13 +28,14 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..config import SandboxConfig
-from . import framing
+from . import framing, replies
 from .errors import EnvError, ErrorKind, IsolationError, PoolExhausted, SandboxCrash, SandboxError, StepTimeout
 from .isolation import SandboxLayers, scrubbed_environ
 from .session import Session
+from .uids import UidLease, lease_uids
 
 __all__ = ["SandboxPool", "Task"]
 
@@ -78,22 +82,22 @@ class _Worker:
         self.pool = pool
         self.slot = slot
         self.proc: subprocess.Popen[bytes] | None = None
-        self.hello: dict[str, Any] | None = None
+        self.hello: replies.Hello | None = None
         self.tasks = 0
         self.task_pid: int | None = None
         self.task_pidns = True
         self._kill_lock = threading.Lock()
         self.cmd_w = self.resp_r = self.status_r = -1
-        self.resp_buf = framing.FrameBuffer()
-        self.status_buf = framing.FrameBuffer()
-        self.resp_q: deque[dict[str, Any]] = deque()
-        self.status_q: deque[dict[str, Any]] = deque()
+        self.resp_buf = framing.FrameBuffer(raw=True)
+        self.status_buf = framing.FrameBuffer(raw=True)
+        self.resp_q: deque[bytes] = deque()
+        self.status_q: deque[bytes] = deque()
 
     # -- life cycle -----------------------------------------------------------------------
 
     def spawn(self) -> None:
         cfg = self.pool.config
-        uid = cfg.uid_base + self.slot
+        uid = self.pool.uids[self.slot]
         cmd_r, cmd_w = os.pipe()
         resp_r, resp_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -132,18 +136,23 @@ class _Worker:
         self.hello = None
         self.tasks = 0
         self.task_pid = None
-        self.resp_buf, self.status_buf = framing.FrameBuffer(), framing.FrameBuffer()
+        self.resp_buf, self.status_buf = framing.FrameBuffer(raw=True), framing.FrameBuffer(raw=True)
         self.resp_q.clear()
         self.status_q.clear()
 
-    def wait_hello(self, timeout: float = _START_TIMEOUT_S) -> dict[str, Any]:
+    def wait_hello(self, timeout: float = _START_TIMEOUT_S) -> replies.Hello:
         if self.hello is not None:
             return self.hello
         if self.proc is None:
             self.spawn()
         deadline = time.monotonic() + timeout
         while True:
-            src, frame = self.next_frame(deadline, allow_resp=False)
+            try:
+                src, payload = self.next_frame(deadline, allow_resp=False)
+                frame = replies.decode_status_frame(payload) if src == "status" else None
+            except (framing.FrameError, replies.ReplyError) as exc:
+                self.kill()
+                raise SandboxError(f"sandbox worker {self.slot} sent garbage during start-up ({exc})") from None
             if src == "timeout":
                 self.kill()
                 raise SandboxError(f"sandbox worker {self.slot} did not start within {timeout:.0f}s")
@@ -151,7 +160,7 @@ class _Worker:
                 code = self.proc.poll() if self.proc else None
                 self.kill()
                 raise SandboxError(f"sandbox worker {self.slot} exited during start-up (code {code})")
-            if frame.get("op") == "hello":
+            if isinstance(frame, replies.Hello):
                 self.hello = frame
                 return frame
 
@@ -231,9 +240,10 @@ class _Worker:
             poller.poll(max(1, int(left * 1000)))
         return True
 
-    def next_frame(self, deadline: float, *, allow_resp: bool = True) -> tuple[str, dict[str, Any]]:
-        """The next frame from the task ("resp") or the zygote ("status"); ("timeout", {}) or
-        ("eof", {}) otherwise. Raises framing.FrameError on garbage."""
+    def next_frame(self, deadline: float, *, allow_resp: bool = True) -> tuple[str, bytes]:
+        """The next frame's payload from the task ("resp") or the zygote ("status"); ("timeout",
+        b"") or ("eof", b"") otherwise. ``deadline`` is absolute: nothing that arrives moves it.
+        Raises framing.FrameError on bad framing."""
         poller = select.poll()
         fds = [self.status_r] + ([self.resp_r] if allow_resp else [])
         for fd in fds:
@@ -245,13 +255,13 @@ class _Worker:
                 return "status", self.status_q.popleft()
             left = deadline - time.monotonic()
             if left <= 0:
-                return "timeout", {}
+                return "timeout", b""
             events = poller.poll(max(1, int(left * 1000)))
             for fd, ev in events:
                 data = os.read(fd, 1 << 20) if ev & (select.POLLIN | select.POLLHUP | select.POLLERR) else b""
                 if not data:
                     if ev & (select.POLLHUP | select.POLLERR):
-                        return "eof", {}
+                        return "eof", b""
                     continue
                 if fd == self.resp_r:
                     self.resp_q.extend(self.resp_buf.feed(data))
@@ -266,13 +276,36 @@ class _Worker:
         poller.register(self.resp_r, select.POLLIN)
         return bool(poller.poll(0))
 
+    def drain_resp(self) -> list[bytes]:
+        """Whatever complete frames the task's pipe holds right now (without waiting)."""
+        poller = select.poll()
+        poller.register(self.resp_r, select.POLLIN)
+        try:
+            while poller.poll(0):
+                data = os.read(self.resp_r, 1 << 20)
+                if not data:
+                    break
+                self.resp_q.extend(self.resp_buf.feed(data))
+        except (OSError, framing.FrameError):
+            pass
+        out = list(self.resp_q)
+        self.resp_q.clear()
+        return out
+
 
 class Task:
     """The channel to one task process. Used by :class:`Session` and the validator.
 
-    :meth:`call` raises :class:`StepTimeout` (wall clock), :class:`SandboxCrash` (the task died
-    or misbehaved: the task is then dead and its worker replaced) or :class:`EnvError` (the
-    environment raised or returned something unencodable; the task lives on).
+    :meth:`call` returns the reply's data, decoded against the schema of the command
+    (:data:`.replies.DATA_TYPES`), and raises :class:`StepTimeout` (the wall-clock deadline
+    passed), :class:`SandboxCrash` (the task died, was killed for a forbidden operation, sent
+    something that does not fit the schema or tampered with the audit hook: the task is then
+    dead and its worker replaced) or :class:`EnvError` (the environment raised or returned
+    something outside the contract; the task lives on, and its worker is recycled when it ends).
+
+    Deadlines are absolute and enforced here: a call's deadline is fixed when it is sent (the
+    sooner of its own timeout and the task's), and no frame from the task moves it. A
+    ``forbidden`` frame or a malformed one kills the task at once.
     """
 
     def __init__(self, pool: "SandboxPool", worker: _Worker, timeout_s: float | None) -> None:
@@ -284,12 +317,17 @@ class Task:
         self.seq = 0
         self.dead = False
         self.ended = False
+        self.tainted = False  # an environment error happened: recycle the worker at the end
         self.death: SandboxError | None = None
-        self._forbidden: dict[str, Any] | None = None
+        self._forbidden: replies.Forbidden | None = None
+        self._guarded = pool.guarded
+        self._fingerprint = ""
 
-    def _limit(self, timeout: float | None) -> tuple[float, bool]:
+    def _limit(self, timeout: float | None, cap: float | None = None) -> tuple[float, bool]:
         now = time.monotonic()
         cands = [(now + timeout, False)] if timeout is not None else []
+        if cap is not None:
+            cands.append((now + cap, False))
         if self.deadline is not None:
             cands.append((self.deadline, True))
         if not cands:
@@ -298,56 +336,85 @@ class Task:
 
     def start(self, cpu_s: int) -> None:
         w = self.worker
-        deadline = time.monotonic() + _TASK_START_TIMEOUT_S
+        deadline, _ = self._limit(None, _TASK_START_TIMEOUT_S)
         if not w.send({"op": "task", "cpu_s": cpu_s}, deadline):
             self._die(SandboxCrash("sandbox worker is not accepting tasks", kind=ErrorKind.SANDBOX))
-        while True:
-            src, frame = self._frame(deadline, "start")
-            if src == "resp" and frame.get("op") == "ready":
-                return
-            if src == "status" and frame.get("op") == "forked":
-                continue
-            self._die(SandboxCrash(f"sandbox task did not start ({frame.get('error') or frame.get('op')})", kind=ErrorKind.SANDBOX))
-
-    def _frame(self, deadline: float, op: str) -> tuple[str, dict[str, Any]]:
-        w = self.worker
-        try:
-            src, frame = w.next_frame(deadline)
-        except framing.FrameError as exc:
-            self._die(SandboxCrash(f"{op}: garbage on the result pipe ({exc})"))
+        src, frame = self._frame(deadline, "start")
         if src == "timeout":
-            return src, frame
-        if src == "eof":
-            self._die(SandboxCrash(f"{op}: the sandbox worker died"))
-        if src == "status":
-            if frame.get("op") == "forked":
-                w.task_pid = frame.get("pid") if isinstance(frame.get("pid"), int) else None
-                w.task_pidns = bool(frame.get("pidns"))
-                return self._frame(deadline, op)
-            if frame.get("op") == "task_end":
-                self._die(self._cause(frame, op))
-        return src, frame
+            self._die(SandboxCrash("sandbox task did not start in time", kind=ErrorKind.SANDBOX))
+        if not isinstance(frame, replies.Ready):
+            self._die(SandboxCrash(f"sandbox task did not start (sent {type(frame).__name__})", kind=ErrorKind.SANDBOX))
+        if self._guarded and (not frame.guard.fp or frame.guard.beat != 0):
+            self._die(SandboxCrash("sandbox task started without its audit hook", kind=ErrorKind.SANDBOX))
+        self._fingerprint = frame.guard.fp
 
-    def _cause(self, end: dict[str, Any], op: str) -> SandboxError:
+    def _frame(self, deadline: float, op: str) -> tuple[str, Any]:
+        """The next decoded frame of the task ("resp"), or ("timeout", None). Everything else
+        (the task's end, a forbidden report, garbage, frames that do not fit) ends the task."""
+        w = self.worker
+        while True:
+            try:
+                src, payload = w.next_frame(deadline)
+            except framing.FrameError as exc:
+                self._die(SandboxCrash(f"{op}: garbage on the result pipe ({exc})", kind=ErrorKind.SANDBOX))
+            if src == "timeout":
+                return src, None
+            if src == "eof":
+                self._die(SandboxCrash(f"{op}: the sandbox worker died"))
+            if src == "status":
+                try:
+                    status = replies.decode_status_frame(payload)
+                except replies.ReplyError as exc:  # pragma: no cover - the zygote runs no environment code
+                    self._die(SandboxCrash(f"{op}: bad status from the worker ({exc})", kind=ErrorKind.SANDBOX))
+                if isinstance(status, replies.Forked):
+                    w.task_pid, w.task_pidns = status.pid, status.pidns
+                    continue
+                if isinstance(status, replies.TaskEnd):
+                    self._die(self._cause(status, op))
+                self._die(SandboxCrash(f"{op}: unexpected status from the worker ({type(status).__name__})", kind=ErrorKind.SANDBOX))
+            try:
+                frame = replies.decode_task_frame(payload)
+            except replies.ReplyError as exc:
+                self._die(SandboxCrash(f"{op}: the reply does not fit the schema: {exc}", kind=ErrorKind.SANDBOX))
+            if isinstance(frame, replies.Forbidden):
+                self._forbidden = frame
+                self._die(SandboxCrash(f"{op}: forbidden: {self._forbidden_text()}", kind=ErrorKind.FORBIDDEN))
+            return "resp", frame
+
+    def _forbidden_text(self) -> str:
+        f = self._forbidden
+        if f is None:
+            return "a forbidden operation"
+        return " ".join(x for x in (f.event, f.detail) if x) or "a forbidden operation"
+
+    def _cause(self, end: replies.TaskEnd, op: str) -> SandboxError:
         """Why the task process ended, from the zygote's trusted report."""
-        code, sig = end.get("exit"), end.get("signal")
+        code, sig = end.exit, end.signal
         if code == FORBIDDEN_EXIT:
-            f = self._forbidden or {}
-            what = " ".join(str(x) for x in (f.get("event"), f.get("detail")) if x) or "a forbidden operation"
-            return SandboxCrash(f"{op}: forbidden: {what}", kind=ErrorKind.FORBIDDEN)
+            if self._forbidden is None:  # the hook's report may still be in the pipe
+                for payload in self.worker.drain_resp():
+                    try:
+                        frame = replies.decode_task_frame(payload)
+                    except replies.ReplyError:
+                        continue
+                    if isinstance(frame, replies.Forbidden):
+                        self._forbidden = frame
+            return SandboxCrash(f"{op}: forbidden: {self._forbidden_text()}", kind=ErrorKind.FORBIDDEN)
         if code == MEMORY_EXIT:
             return SandboxCrash(f"{op}: out of memory", kind=ErrorKind.MEMORY)
+        if sig == signal.SIGSYS:
+            return SandboxCrash(f"{op}: forbidden: a system call blocked by the seccomp filter (SIGSYS)", kind=ErrorKind.FORBIDDEN)
         if sig in (signal.SIGXCPU, signal.SIGKILL):
             return SandboxCrash(f"{op}: CPU time limit ({self.pool.config.cpu_s}s) exceeded", kind=ErrorKind.TIMEOUT)
         if sig:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             hint = " (e.g. a C stack overflow from deep recursion)" if sig == signal.SIGSEGV else ""
             return SandboxCrash(f"{op}: the environment process was killed by {name}{hint}")
-        if end.get("error"):
-            return SandboxCrash(f"{op}: {end['error']}", kind=ErrorKind.SANDBOX)
+        if end.error:
+            return SandboxCrash(f"{op}: {end.error[:300]}", kind=ErrorKind.SANDBOX)
         return SandboxCrash(f"{op}: the environment process exited with code {code}")
 
-    def _die(self, exc: SandboxError) -> None:
+    def _die(self, exc: SandboxError) -> NoReturn:
         """Kill the worker, give it back for replacement, and raise ``exc``."""
         if not self.dead:
             self.dead = True
@@ -356,8 +423,19 @@ class Task:
             self.pool._release(self.worker, recycle=True)
         raise exc
 
-    def call(self, op: str, *, timeout: float | None = None, **args: Any) -> dict[str, Any]:
-        """Send one command and return the task's successful reply."""
+    def _check_reply(self, frame: Any, op: str) -> replies.Reply:
+        """The reply to the current command, with an intact audit hook; anything else kills the task."""
+        if not isinstance(frame, replies.Reply) or frame.seq != self.seq:
+            self._die(SandboxCrash(f"{op}: unexpected frame on the result pipe (forged or out of order)", kind=ErrorKind.SANDBOX))
+        if self._guarded and (frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq):
+            why = "its closure, code or tables were rewritten" if frame.guard.fp != self._fingerprint else "it no longer answers"
+            self._die(SandboxCrash(f"{op}: forbidden: the audit hook was tampered with ({why})", kind=ErrorKind.FORBIDDEN))
+        if self.worker.resp_pending():
+            self._die(SandboxCrash(f"{op}: extra data on the result pipe after the reply", kind=ErrorKind.SANDBOX))
+        return frame
+
+    def call(self, op: str, *, timeout: float | None = None, **args: Any) -> Any:
+        """Send one command; return the task's successful reply data (a :mod:`.replies` Struct)."""
         if self.dead:
             raise SandboxCrash(f"{op}: the session is dead ({self.death})", kind=getattr(self.death, "kind", "crash"))
         if self.ended:
@@ -369,35 +447,28 @@ class Task:
         limit = (self.timeout_s if overall else timeout) or 3600.0
         if not w.send({"seq": self.seq, "op": op, **args}, deadline):
             self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
-        while True:
-            src, frame = self._frame(deadline, op)
-            if src == "timeout":
-                if self._forbidden is not None:  # the hook fired; wait for the zygote's word
-                    src, frame = self._frame(time.monotonic() + _TASK_END_TIMEOUT_S, op)
-                    if src == "timeout":
-                        self._die(SandboxCrash(f"{op}: forbidden: {self._forbidden.get('event')}", kind=ErrorKind.FORBIDDEN))
-                    continue
-                self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
-            if src == "status":
-                self._die(SandboxCrash(f"{op}: unexpected status from the worker ({str(frame.get('op'))[:40]})"))
-            if frame.get("op") == "forbidden" and "seq" not in frame:
-                self._forbidden = frame
-                continue
-            if frame.get("seq") != self.seq:
-                self._die(SandboxCrash(f"{op}: unexpected frame on the result pipe (forged or out of order)"))
-            if w.resp_pending():
-                self._die(SandboxCrash(f"{op}: extra data on the result pipe after the reply"))
-            if frame.get("ok") is True:
-                return frame
-            err = frame.get("error") if isinstance(frame.get("error"), dict) else {}
-            # the task may only blame the environment, never claim a sandbox fault
-            kind = err.get("kind") if err.get("kind") in _TASK_ERROR_KINDS else ErrorKind.CRASH.value
-            exc = EnvError(str(err.get("message", "error"))[:2000], kind=kind)
-            exc.traceback = str(err.get("traceback", ""))[:4000]  # type: ignore[attr-defined]
-            raise exc
+        src, frame = self._frame(deadline, op)
+        if src == "timeout":
+            self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
+        reply = self._check_reply(frame, op)
+        if reply.ok:
+            try:
+                return replies.decode_data(op, reply)
+            except replies.ReplyError as exc:
+                self._die(SandboxCrash(f"{op}: the reply does not fit the schema: {exc}", kind=ErrorKind.SANDBOX))
+        err = reply.error
+        if err is None:
+            self._die(SandboxCrash(f"{op}: a failed reply without an error", kind=ErrorKind.SANDBOX))
+        # the task may only blame the environment, never claim a sandbox fault
+        kind = err.kind if err.kind in _TASK_ERROR_KINDS else ErrorKind.CRASH.value
+        self.tainted = True
+        exc = EnvError(err.message, kind=kind)
+        exc.traceback = err.traceback  # type: ignore[attr-defined]
+        raise exc
 
     def end(self) -> None:
-        """End the task cleanly (the zygote kills leftovers) and give the worker back."""
+        """End the task cleanly (the zygote kills leftovers) and give the worker back; the worker
+        is recycled after an environment error (``tainted``) or ``max_tasks_per_worker`` tasks."""
         if self.dead or self.ended:
             return
         self.ended = True
@@ -409,24 +480,31 @@ class Task:
                 raise SandboxCrash("end: not accepted")
             got_reply = False
             while True:
-                src, frame = w.next_frame(deadline)
+                src, payload = w.next_frame(deadline)
                 if src in ("timeout", "eof"):
                     raise SandboxCrash(f"end: {src}")
                 if src == "resp":
-                    if frame.get("seq") != self.seq or got_reply:
+                    frame = replies.decode_task_frame(payload)
+                    if got_reply or not isinstance(frame, replies.Reply) or frame.seq != self.seq or not frame.ok:
                         raise SandboxCrash("end: unexpected frame")
+                    if self._guarded and (frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq):
+                        raise SandboxCrash("end: the audit hook was tampered with")
                     got_reply = True
-                elif frame.get("op") == "task_end":
-                    if not got_reply or frame.get("exit") != 0 or w.resp_pending():
-                        raise SandboxCrash("end: task ended abnormally")
-                    break
-        except (SandboxError, framing.FrameError, OSError):
+                else:
+                    status = replies.decode_status_frame(payload)
+                    if isinstance(status, replies.TaskEnd):
+                        if not got_reply or status.exit != 0 or w.resp_pending():
+                            raise SandboxCrash("end: task ended abnormally")
+                        break
+                    if not isinstance(status, replies.Forked):
+                        raise SandboxCrash("end: unexpected status")
+        except (SandboxError, framing.FrameError, replies.ReplyError, OSError):
             self.dead = True
             w.kill()
             self.pool._release(w, recycle=True)
             return
         w.tasks += 1
-        self.pool._release(w, recycle=w.tasks >= self.pool.config.max_tasks_per_worker)
+        self.pool._release(w, recycle=self.tainted or w.tasks >= self.pool.config.max_tasks_per_worker)
 
     def abort(self) -> None:
         """Kill the task's worker (used when the caller gives up on it)."""
@@ -466,6 +544,15 @@ class SandboxPool:
         self._workers = [_Worker(self, i) for i in range(self.config.workers)]
         self._idle: deque[_Worker] = deque()
         self.recycled = 0
+        self.layers: dict[str, bool] = {}
+        self._lease: UidLease | None = None
+        if isolate and os.geteuid() == 0:
+            try:  # uids no other live pool holds: RLIMIT_NPROC and signals stay per pool
+                self._lease = lease_uids(self.config.uid_base, self.config.workers)
+            except OSError as exc:
+                raise IsolationError(f"no sandbox uids for this pool: {exc}") from None
+        #: the uid of each worker (distinct from every other live pool's when running as root)
+        self.uids: list[int] = self._lease.uids if self._lease else [self.config.uid_base + i for i in range(self.config.workers)]
         _live_pools.add(self)
         try:
             for w in self._workers:
@@ -475,10 +562,10 @@ class SandboxPool:
             self.close()
             raise
         self._idle.extend(self._workers)
-        self.layers: dict[str, bool] = dict(SandboxLayers.intersect(h.get("layers", {}) for h in hellos))
+        self.layers = dict(SandboxLayers.intersect(h.layers for h in hellos))
         self.layer_details: dict[str, str] = {}
         for h in hellos:
-            self.layer_details.update({str(k): str(v) for k, v in (h.get("detail") or {}).items()})
+            self.layer_details.update({str(k): str(v) for k, v in h.detail.items()})
         missing = SandboxLayers(self.layers).missing()
         if missing:
             msg = "sandbox isolation layers missing on this machine: " + ", ".join(
@@ -492,6 +579,11 @@ class SandboxPool:
             else:
                 log.info("isolation disabled by the caller (isolate=False)")
         self.missing_layers = missing
+
+    @property
+    def guarded(self) -> bool:
+        """Do tasks run with the audit hook (so its fingerprint and heartbeat are checked)?"""
+        return bool(self.isolate and self.audit_hook and self.layers.get("audit_hook"))
 
     # -- workers --------------------------------------------------------------------------
 
@@ -562,6 +654,8 @@ class SandboxPool:
             self._cond.notify_all()
         for w in self._workers:
             w.kill()
+        if self._lease is not None:
+            self._lease.release()
         _live_pools.discard(self)
 
     @property

@@ -4,7 +4,9 @@ A session keeps its worker until it is closed, so a multi-turn episode keeps its
 the agent's turns (and several episodes may be played on it with ``reset``). Every reply is
 graded here, in the engine's process. After :class:`StepTimeout` or :class:`SandboxCrash` the
 session is dead and its worker has been replaced; :class:`EnvError` (the environment raised, or
-returned something outside the contract) leaves the session usable.
+returned something outside the contract) leaves the session usable (its worker is recycled when
+the session closes). An action longer than ``limits.MAX_ACTION_CHARS`` is refused here (the
+engine's rollouts cut actions to that length before sending them).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..config import SandboxConfig
 from .errors import EnvError, ErrorKind, SandboxError
 from .grading import REWARD_RANGE, check_reward, decode_reset, decode_step, select_env_class
+from .limits import MAX_ACTION_CHARS
 
 if TYPE_CHECKING:
     from .gym_env import SandboxEnv
@@ -26,8 +29,9 @@ class TaskChannel(Protocol):
 
     dead: bool
     ended: bool
+    tainted: bool
 
-    def call(self, op: str, *, timeout: float | None = None, **args: Any) -> dict[str, Any]: ...
+    def call(self, op: str, *, timeout: float | None = None, **args: Any) -> Any: ...
 
     def end(self) -> None: ...
 
@@ -58,17 +62,17 @@ class Session:
         self._task: TaskChannel = pool.task(acquire_timeout_s=acquire_timeout_s)
         try:
             parsed = self._task.call("parse", timeout=cfg.import_timeout_s, source=source)
-            err = parsed.get("syntax_error")
+            err = parsed.syntax_error
             if err:
-                raise EnvError(f"syntax error: {err.get('msg')} (line {err.get('lineno')})", kind=ErrorKind.SYNTAX)
-            name, why = select_env_class(parsed.get("classes") or [])
+                raise EnvError(f"syntax error: {err.msg} (line {err.lineno})", kind=ErrorKind.SYNTAX)
+            name, why = select_env_class(parsed.classes)
             if name is None:
                 raise EnvError(why, kind=ErrorKind.CONTRACT)
             loaded = self._task.call("load", timeout=cfg.import_timeout_s, source=source, class_name=name)
             self.class_name: str = name
-            self.contract: str = str(loaded.get("contract"))
-            self.has_solution: bool = bool(loaded.get("has_solution"))
-            self._iid = self._task.call("new", timeout=cfg.import_timeout_s)["iid"]
+            self.contract: str = loaded.contract
+            self.has_solution: bool = loaded.has_solution
+            self._iid: int = self._task.call("new", timeout=cfg.import_timeout_s).iid
         except BaseException:
             self._task.end() if not self._task.dead else None
             raise
@@ -84,25 +88,35 @@ class Session:
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: ``(observation, info)``."""
-        return decode_reset(self._task.call("reset", timeout=self.step_timeout_s, iid=self._iid, seed=seed))
+        data = self._task.call("reset", timeout=self.step_timeout_s, iid=self._iid, seed=seed)
+        try:
+            return decode_reset(data)
+        except EnvError:
+            self._task.tainted = True  # the environment broke the contract: recycle its worker
+            raise
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """One agent turn: ``(observation, reward, terminated, truncated, info)``."""
         if not isinstance(action, str):
             raise TypeError("action must be a str")
-        result = decode_step(self._task.call("step", timeout=self.step_timeout_s, iid=self._iid, action=action))
+        if len(action) > MAX_ACTION_CHARS:
+            raise EnvError(f"the action has {len(action)} characters (limit {MAX_ACTION_CHARS})", kind=ErrorKind.CONTRACT)
+        data = self._task.call("step", timeout=self.step_timeout_s, iid=self._iid, action=action)
+        try:
+            result = decode_step(data)
+        except EnvError:
+            self._task.tainted = True
+            raise
         problem = check_reward(result, self.reward_range)
         if problem:
+            self._task.tainted = True
             raise EnvError(problem, kind=ErrorKind.CONTRACT)
         return result.as_tuple()
 
     def solution(self) -> list[str] | None:
         """The environment's reference actions for the current episode, when it gives them."""
         out = self._task.call("solution", timeout=self.step_timeout_s, iid=self._iid)
-        acts = out.get("actions")
-        if isinstance(acts, list) and all(type(a) is str for a in acts):
-            return list(acts)
-        return None
+        return list(out.actions) if out.kind in ("actions", "text") and out.actions else None
 
     def as_gymnasium(self) -> "SandboxEnv":
         """This session as a :class:`gymnasium.Env` with text spaces (closing it closes the session)."""

@@ -25,34 +25,35 @@ check               passes when                                                 
 ==================  ============================================================  ================
 
 Any check can also fail as ``timeout`` (wall clock / CPU), ``memory``, ``crash`` (the environment
-raised or its process died) or ``forbidden`` (the audit hook killed it).
+raised or its process died), ``forbidden`` (the seccomp filter or the audit hook killed it, or it
+tampered with the hook) or ``sandbox`` (a reply that does not fit the reply schema, e.g. from a
+patched worker; the reason is in the detail).
+
+The reset seeds and the probe actions are drawn per validation from a seed (:mod:`.probes`): the
+engine derives it from the run's seed and the environment's key and records what was drawn in
+``EnvironmentValidated`` (``validation_seeds``, ``probe_actions``), so replay is exact but an
+environment cannot know them in advance. :meth:`Validator.validate` never raises for anything an
+environment does: every failure is a verdict.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..events.catalogue import ValidationCheck
 from . import EnvError, ErrorKind, SandboxError, SandboxPool
+from . import probes as probe_inputs
 from .grading import REWARD_RANGE, StepResult, check_reward, decode_reset, decode_step, select_env_class
+from .limits import MAX_DETAIL_CHARS, MAX_NAME_CHARS, clip
 from .pool import Task
 
-__all__ = ["ErrorKind", "ValidationReport", "Validator", "PROBE_ACTIONS", "CHECKS", "CHECK_NAMES"]
+__all__ = ["ErrorKind", "ValidationReport", "Validator", "CHECKS", "CHECK_NAMES"]
 
-#: Actions no reasonable environment should accept as a win (garbage included).
-PROBE_ACTIONS: tuple[str, ...] = (
-    "",
-    "garbage",
-    "\\boxed{}",
-    "\\boxed{__spade_probe__}",
-    "\\boxed{",
-    "}}}{{{ \\boxed{\\boxed{}}",
-    "x" * 4000,
-    "\u00fc\u00f1\u00ee\u00e7\u00f8d\u00e9 \U0001f642 \\boxed{\u2603}",
-)
+log = logging.getLogger("spade_engine.sandbox")
 
 #: the checks in the order they run: (name, the Validator method that runs it)
 CHECKS: tuple[tuple[str, str], ...] = (
@@ -86,6 +87,9 @@ class ValidationReport:
     seconds: float = 0.0
     solution_actions: list[str] | None = None
     sandbox_layers: dict[str, bool] = field(default_factory=dict)
+    seed: int | None = None
+    seeds: list[int] = field(default_factory=list)
+    probes: list[str] = field(default_factory=list)
 
     @property
     def detail(self) -> str:
@@ -107,6 +111,8 @@ class ValidationReport:
             "has_solution": self.has_solution,
             "seconds": self.seconds,
             "sandbox_layers": dict(self.sandbox_layers),
+            "validation_seeds": list(self.seeds),
+            "probe_actions": list(self.probes),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +120,7 @@ class ValidationReport:
         d = self.payload_fields()
         d["checks"] = [{"name": c.name, "passed": c.passed, "detail": c.detail, "seconds": round(c.seconds, 6)} for c in self.checks]
         d["solution_actions"] = self.solution_actions
+        d["validation_seed"] = self.seed
         return d
 
 
@@ -127,10 +134,14 @@ class _Fail(Exception):
 class _Run:
     """State of one validation: the task, the instances, what was observed so far."""
 
-    def __init__(self, task: Task, source: str, v: "Validator") -> None:
+    def __init__(self, task: Task, source: str, v: "Validator", seeds: tuple[int, int], probes: tuple[str, ...]) -> None:
         self.task = task
         self.source = source
         self.v = v
+        self.seeds = seeds
+        self.probes = probes
+        self.garbage = probes[1]  # a seeded garbage word, for the episode-end check
+        self.parsed: Any = None
         self.class_name: str | None = None
         self.contract: str | None = None
         self.has_solution = False
@@ -139,28 +150,44 @@ class _Run:
         self.probe_results: list[tuple[str, StepResult]] = []
         self.solution_actions: list[str] | None = None
 
-    def call(self, op: str, timeout: float, **args: Any) -> dict[str, Any]:
+    def call(self, op: str, timeout: float, **args: Any) -> Any:
         try:
             return self.task.call(op, timeout=timeout, **args)
         except SandboxError as exc:  # EnvError, StepTimeout, SandboxCrash: all carry a kind
             raise _Fail(exc.kind, str(exc)) from None
 
     def new(self) -> int:
-        return int(self.call("new", self.v.import_timeout_s)["iid"])
+        return self.call("new", self.v.import_timeout_s).iid
 
     def reset(self, iid: int, seed: int) -> tuple[str, dict[str, Any]]:
-        frame = self.call("reset", self.v.step_timeout_s, iid=iid, seed=seed)
+        data = self.call("reset", self.v.step_timeout_s, iid=iid, seed=seed)
         try:
-            return decode_reset(frame)
+            return decode_reset(data)
         except EnvError as exc:
+            self.task.tainted = True
             raise _Fail(exc.kind, f"reset(seed={seed}): {exc}") from None
 
     def step(self, iid: int, action: str) -> StepResult:
-        frame = self.call("step", self.v.step_timeout_s, iid=iid, action=action)
+        data = self.call("step", self.v.step_timeout_s, iid=iid, action=action)
         try:
-            return decode_step(frame)
+            return decode_step(data)
         except EnvError as exc:
+            self.task.tainted = True
             raise _Fail(exc.kind, f"step({_short(action)}): {exc}") from None
+
+
+#: verdicts found by the engine from well-formed replies of code that ran without error
+_CLEAN_VERDICTS = frozenset({ErrorKind.NONDETERMINISTIC.value, ErrorKind.UNSOLVABLE.value, ErrorKind.TRIVIAL.value})
+#: checks that run no environment code (the source is only parsed)
+_NO_CODE_CHECKS = frozenset({"parse", "static_screen", "env_class"})
+
+
+def _tainting(report: "ValidationReport") -> bool:
+    """Did the environment's code fail in this validation (raise, break the contract, time out,
+    tamper...)? Then its worker is recycled, whatever state it might have left behind."""
+    if report.valid or report.failed_check in _NO_CODE_CHECKS:
+        return False
+    return report.error_kind not in _CLEAN_VERDICTS
 
 
 def _short(action: str, n: int = 40) -> str:
@@ -175,8 +202,6 @@ class Validator:
         pool: SandboxPool,
         turn_limit: int = 8,
         *,
-        seeds: tuple[int, int] = (11, 23),
-        probes: Sequence[str] = PROBE_ACTIONS,
         reward_range: tuple[float, float] = REWARD_RANGE,
         success_reward: float = 1.0,
         check_gymnasium: bool = True,
@@ -184,8 +209,6 @@ class Validator:
         cfg = pool.config
         self.pool = pool
         self.turn_limit = turn_limit
-        self.seeds = seeds
-        self.probes = tuple(probes)
         self.reward_range = reward_range
         self.success_reward = success_reward
         self.check_gymnasium = check_gymnasium
@@ -196,63 +219,80 @@ class Validator:
     def _won(self, r: StepResult) -> bool:
         return r.terminated and r.reward_problem is None and r.reward >= self.success_reward - 1e-9
 
-    def validate(self, source: str) -> ValidationReport:
-        """Run every check in order until one fails; never raises for a bad environment."""
+    def validate(self, source: str, *, seed: int | None = None) -> ValidationReport:
+        """Run every check in order until one fails; never raises for a bad environment.
+
+        ``seed`` draws the reset seeds and probe actions (:mod:`.probes`); without one they are
+        drawn from a fresh random seed. The report records the seed and what was drawn."""
         t0 = time.perf_counter()
-        report = ValidationReport(valid=False, sandbox_layers=dict(self.pool.layers))
+        seed = probe_inputs.random_seed() if seed is None else int(seed)
+        seeds, probes = probe_inputs.validation_seeds(seed), probe_inputs.probe_actions(seed)
+        report = ValidationReport(
+            valid=False, sandbox_layers=dict(self.pool.layers), seed=seed, seeds=list(seeds), probes=list(probes)
+        )
         if not isinstance(source, str):
             source = ""
+        task: Task | None = None
+        run: _Run | None = None
+        try:
+            task = self.pool.task(timeout_s=self.validate_timeout_s)
+            task.label = "validation"
+            run = _Run(task, source, self, seeds, probes)
+            self._run_checks(run, report)
+        except Exception as exc:  # noqa: BLE001 - nothing an environment does may escape the validator
+            kind = exc.kind if isinstance(exc, SandboxError) else ErrorKind.SANDBOX.value
+            if not isinstance(exc, SandboxError):
+                log.exception("validator: unexpected error")
+            detail = clip(f"{type(exc).__name__}: {exc}" if not isinstance(exc, SandboxError) else str(exc), MAX_DETAIL_CHARS)
+            report.checks.append(ValidationCheck(name="sandbox", passed=False, detail=detail, seconds=time.perf_counter() - t0))
+            report.valid, report.error_kind, report.failed_check = False, kind, "sandbox"
+            if task is not None:
+                task.abort()
+        finally:
+            if task is not None:
+                if _tainting(report):
+                    task.tainted = True  # the environment's code failed: its worker is not reused
+                task.end()
+        if run is not None:
+            report.class_name = clip(run.class_name, MAX_NAME_CHARS) if run.class_name else None
+            report.contract, report.has_solution = run.contract, run.has_solution
+            report.solution_actions = run.solution_actions if report.valid else None
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _run_checks(self, run: _Run, report: ValidationReport) -> None:
         steps: list[tuple[str, Callable[[_Run], str]]] = [
             (name, getattr(self, method)) for name, method in CHECKS if name != "gymnasium_api" or self.check_gymnasium
         ]
-        run: _Run | None = None
-        task: Task | None = None
-        try:
-            task = self.pool.task(timeout_s=self.validate_timeout_s)
-        except SandboxError as exc:
-            report.checks.append(ValidationCheck(name="sandbox", passed=False, detail=str(exc), seconds=time.perf_counter() - t0))
-            report.error_kind, report.failed_check = ErrorKind.SANDBOX.value, "sandbox"
-            report.seconds = time.perf_counter() - t0
-            return report
-        task.label = "validation"
-        try:
-            run = _Run(task, source, self)
-            for name, fn in steps:
-                c0 = time.perf_counter()
-                try:
-                    detail = fn(run)
-                    report.checks.append(ValidationCheck(name=name, passed=True, detail=detail, seconds=time.perf_counter() - c0))
-                except _Fail as f:
-                    report.checks.append(ValidationCheck(name=name, passed=False, detail=f.detail[:2000], seconds=time.perf_counter() - c0))
-                    report.error_kind, report.failed_check = f.kind, name
-                    break
-            else:
-                report.valid = True
-        finally:
-            task.end()
-        report.class_name, report.contract, report.has_solution = run.class_name, run.contract, run.has_solution
-        report.solution_actions = run.solution_actions if report.valid else None
-        report.seconds = time.perf_counter() - t0
-        return report
+        for name, fn in steps:
+            c0 = time.perf_counter()
+            try:
+                detail = fn(run)
+                report.checks.append(ValidationCheck(name=name, passed=True, detail=clip(detail, MAX_DETAIL_CHARS), seconds=time.perf_counter() - c0))
+            except _Fail as f:
+                report.checks.append(ValidationCheck(name=name, passed=False, detail=clip(f.detail, MAX_DETAIL_CHARS), seconds=time.perf_counter() - c0))
+                report.error_kind, report.failed_check = f.kind, name
+                return
+        report.valid = True
 
     # -- the checks (each returns a detail, or raises _Fail) ----------------------------------
 
     def _parse(self, run: _Run) -> str:
         out = run.call("parse", self.import_timeout_s, source=run.source)
-        err = out.get("syntax_error")
+        err = out.syntax_error
         if err:
-            raise _Fail(ErrorKind.SYNTAX, f"line {err.get('lineno')}: {err.get('msg')}" + (f": {err['text'].strip()}" if err.get("text") else ""))
-        run.parsed = out  # type: ignore[attr-defined]
+            raise _Fail(ErrorKind.SYNTAX, f"line {err.lineno}: {err.msg}" + (f": {err.text.strip()}" if err.text else ""))
+        run.parsed = out
         return f"{len(run.source.splitlines())} lines"
 
     def _static(self, run: _Run) -> str:
-        found = run.parsed.get("forbidden") or []  # type: ignore[attr-defined]
+        found = run.parsed.forbidden
         if found:
-            raise _Fail(ErrorKind.FORBIDDEN, "; ".join(f"line {f.get('lineno')}: {f.get('what')}" for f in found[:5]))
+            raise _Fail(ErrorKind.FORBIDDEN, "; ".join(f"line {f.lineno}: {f.what}" for f in found[:5]))
         return "nothing forbidden found"
 
     def _env_class(self, run: _Run) -> str:
-        name, why = select_env_class(run.parsed.get("classes") or [])  # type: ignore[attr-defined]
+        name, why = select_env_class(run.parsed.classes)
         if name is None:
             raise _Fail(ErrorKind.CONTRACT, why)
         run.class_name = name
@@ -260,21 +300,21 @@ class Validator:
 
     def _import(self, run: _Run) -> str:
         out = run.call("load", self.import_timeout_s, source=run.source, class_name=run.class_name)
-        run.contract = out.get("contract") if out.get("contract") in ("spade", "gymnasium") else None
-        run.has_solution = bool(out.get("has_solution"))
+        run.contract = out.contract
+        run.has_solution = out.has_solution
         run.iid = run.new()
         return f"{run.class_name} ({run.contract} contract{', with solution()' if run.has_solution else ''})"
 
     def _reset(self, run: _Run) -> str:
         assert run.iid is not None
-        for seed in self.seeds:
+        for seed in run.seeds:
             obs, _ = run.reset(run.iid, seed)
             run.first_obs[seed] = obs
-        return f"seeds {self.seeds}: observations of {', '.join(str(len(o)) for o in run.first_obs.values())} characters"
+        return f"seeds {run.seeds}: observations of {', '.join(str(len(o)) for o in run.first_obs.values())} characters"
 
     def _determinism(self, run: _Run) -> str:
         assert run.iid is not None
-        seed = self.seeds[0]
+        seed = run.seeds[0]
         other = run.new()
         obs_b, _ = run.reset(other, seed)
         if obs_b != run.first_obs[seed]:
@@ -287,10 +327,10 @@ class Validator:
 
     def _step(self, run: _Run) -> str:
         assert run.iid is not None
-        for probe in self.probes:
-            run.reset(run.iid, self.seeds[0])
+        for probe in run.probes:
+            run.reset(run.iid, run.seeds[0])
             run.probe_results.append((probe, run.step(run.iid, probe)))
-        return f"{len(self.probes)} probe actions answered"
+        return f"{len(run.probes)} probe actions answered"
 
     def _rewards(self, run: _Run) -> str:
         for probe, r in run.probe_results:
@@ -301,8 +341,8 @@ class Validator:
 
     def _episode_ends(self, run: _Run) -> str:
         assert run.iid is not None
-        probe = "garbage"
-        run.reset(run.iid, self.seeds[0])
+        probe = run.garbage
+        run.reset(run.iid, run.seeds[0])
         for turn in range(1, self.turn_limit + 1):
             r = run.step(run.iid, probe)
             run.probe_results.append((probe, r))
@@ -318,15 +358,15 @@ class Validator:
         if not run.has_solution:
             return "no solution() (not replayed)"
         details = []
-        for seed in self.seeds:
+        for seed in run.seeds:
             run.reset(run.iid, seed)
             out = run.call("solution", self.step_timeout_s, iid=run.iid)
-            if out.get("kind") == "bad":
-                raise _Fail(ErrorKind.CONTRACT, str(out.get("bad"))[:300])
-            actions = out.get("actions")
-            if out.get("kind") == "text" and not actions:
+            if out.kind == "bad":
+                raise _Fail(ErrorKind.CONTRACT, out.bad)
+            actions = out.actions
+            if out.kind == "text" and not actions:
                 return "solution() returned text without \\boxed{} actions (not replayed)"
-            if not isinstance(actions, list) or not actions or not all(type(a) is str for a in actions):
+            if out.kind == "none" or not actions:
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution() gave no actions")
             if len(actions) > self.turn_limit:
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution needs {len(actions)} turns, the turn limit is {self.turn_limit}")
@@ -341,7 +381,7 @@ class Validator:
             if last is None or not self._won(last):
                 got = "did not end" if last is None or not (last.terminated or last.truncated) else f"ended with reward {last.reward:g}"
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: replaying solution() ({len(actions)} actions) {got}, not success")
-            if seed == self.seeds[0]:
+            if seed == run.seeds[0]:
                 run.solution_actions = list(actions)
             details.append(f"seed {seed}: solved in {i} step(s)")
         return "; ".join(details)
@@ -350,11 +390,11 @@ class Validator:
         for probe, r in run.probe_results:
             if self._won(r):
                 raise _Fail(ErrorKind.TRIVIAL, f"the probe action {_short(probe)} wins (reward {r.reward:g})")
-        return f"none of {len(self.probes)} probe actions wins"
+        return f"none of {len(run.probes)} probe actions wins"
 
     def _gymnasium(self, run: _Run) -> str:
         out = run.call("check_env", max(self.import_timeout_s, self.step_timeout_s * 4))
-        if not out.get("passed"):
-            raise _Fail(ErrorKind.CONTRACT, f"gymnasium check_env: {str(out.get('message'))[:500]}")
-        warns = out.get("warnings") or []
+        if not out.passed:
+            raise _Fail(ErrorKind.CONTRACT, f"gymnasium check_env: {out.message}")
+        warns = out.warnings
         return "check_env passed" + (f" ({len(warns)} warning(s))" if warns else "")

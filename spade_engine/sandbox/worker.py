@@ -3,20 +3,27 @@
 Started by the pool as ``python3 -s -B worker.py '<json options>'`` with a scrubbed environment and
 three pipe fds. It becomes three kinds of process:
 
-* the **supervisor** (first process, root): enters the new namespaces, then forks the zygote and
-  waits; it kills the zygote (and with it the whole PID namespace) the moment the engine's end of
-  the command pipe goes away.
+* the **supervisor** (first process, root): enters the new namespaces and the minimal root, then
+  forks the zygote and waits; it mounts a fresh, empty /tmp whenever the zygote is about to start
+  a task, and kills the zygote (and with it the whole PID namespace) the moment the engine's end
+  of the command pipe goes away. It never runs environment code and tasks cannot reach it.
 * the **zygote** (PID 1 of the new PID namespace): imports everything environments commonly need,
-  drops to an unprivileged uid with rlimits, says hello with its isolation report on the status
-  pipe, then forks one **task** process per task. When a task ends it kills every process left
+  drops to an unprivileged uid with rlimits, installs the seccomp filter, says hello with its
+  isolation report on the status pipe, then forks one **task** process per task. When a task ends it kills every process left
   in the namespace and reports how the task ended (exit code, signal) on the status pipe, which
   the task cannot write to. It never runs environment code, so its reports can be trusted.
 * the **task**: installs the audit hook, then executes commands from the engine (parse, load, new,
   reset, step, solution, check_env, end) against environment instances and answers with
   JSON-safe values. It never decides whether an environment is valid: the engine grades what it
-  sends.
+  sends, against a strict schema per reply (``replies.py``).
 
-Only the standard library, gymnasium and the sibling modules framing/isolation/adapters are used.
+Frames the task writes (all length-framed JSON): ``{"op": "ready", "seq": 0, "guard": ...}`` once,
+``{"op": "reply", "seq": n, "ok": true, "data": {...}, "guard": ...}`` or ``{..., "ok": false,
+"error": {...}}`` per command, and ``{"op": "forbidden", ...}`` from the audit hook just before it
+kills the task. ``guard`` is the audit hook's fingerprint and heartbeat (``hookguard.py``).
+
+Only the standard library, gymnasium and the sibling modules framing/isolation/adapters/limits/
+hookguard/rootfs/seccomp_filter are used.
 """
 
 from __future__ import annotations
@@ -29,9 +36,14 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 import adapters  # noqa: E402
 import framing  # noqa: E402
+import hookguard  # noqa: E402
 import isolation  # noqa: E402
+import limits  # noqa: E402
+import rootfs  # noqa: E402,F401 - used by isolation, imported before the file system shrinks
+import seccomp_filter  # noqa: E402
 
 sys.path.remove(_HERE)
+seccomp_filter.load_binding()  # before the minimal root hides where the binding lives
 
 # Modules environments commonly import, loaded once in the zygote (imports after the uid drop may
 # not be able to read the interpreter's files, and loading them per task would be slow).
@@ -91,13 +103,15 @@ FORBIDDEN_MODULES = frozenset(
         "subprocess", "_posixsubprocess", "socket", "_socket", "ssl", "_ssl", "ctypes", "_ctypes",
         "multiprocessing", "_multiprocessing", "pty", "asyncio", "http", "ftplib",
         "smtplib", "poplib", "imaplib", "telnetlib", "socketserver", "xmlrpc", "webbrowser",
-        "concurrent", "isolation", "_xxsubinterpreters",
+        "concurrent", "isolation", "_xxsubinterpreters", "rootfs", "seccomp_filter", "seccomp", "pyseccomp",
     }
 )
 _FORBIDDEN_EVENTS = frozenset(
     {
         "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill",
         "resource.prlimit", "os.chroot", "sys.remote_exec", "os.setns", "os.unshare",
+        # the garbage collector's object lists lead to the hook's closure (see hookguard.py)
+        "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     }
 )
 _FORBIDDEN_PREFIXES = (
@@ -124,9 +138,9 @@ _STATIC_OS_CALLS = frozenset(
      "posix_spawn", "posix_spawnp"}
 )
 
-MAX_SOURCE_CHARS = 200_000
-MAX_INFO_ITEMS = 200
-MAX_SOLUTION_ACTIONS = 256
+MAX_SOURCE_CHARS = limits.MAX_SOURCE_CHARS
+MAX_INFO_ITEMS = limits.MAX_INFO_ITEMS
+MAX_SOLUTION_ACTIONS = limits.MAX_SOLUTION_ACTIONS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,44 +159,54 @@ def main(argv: list[str]) -> None:
     layers, detail = isolation.enter_namespaces(opts)
     fallback_tmp = None
     if not layers.get("private_tmp"):
-        # no private tmpfs: a private directory instead (no size limit), removed when we exit
+        # no private tmpfs: a private directory instead (no size limit), removed when we exit;
+        # the zygote makes a fresh subdirectory of it for every task
         import tempfile
 
         fallback_tmp = opts["tmp_dir"] = tempfile.mkdtemp(prefix="spade-sandbox-")
         if opts.get("isolate", True) and os.getuid() == 0:
             os.chown(fallback_tmp, int(opts.get("uid", 65534)), int(opts.get("uid", 65534)))
         os.chmod(fallback_tmp, 0o700)
+    ask_r, ask_w = os.pipe()  # zygote -> supervisor: "a fresh /tmp, please"
+    ack_r, ack_w = os.pipe()  # supervisor -> zygote: done (b"K") or failed (b"E")
     pid = os.fork()
     if pid:
-        code = _supervise(pid, cmd_r, resp_w, status_w)
+        os.close(ask_w)
+        os.close(ack_r)
+        code = _supervise(pid, cmd_r, resp_w, status_w, ask_r, ack_w, opts if layers.get("private_tmp") else None)
         if fallback_tmp:
             import shutil
 
             shutil.rmtree(fallback_tmp, ignore_errors=True)
         os._exit(code)
     else:
+        os.close(ask_r)
+        os.close(ack_w)
         try:
-            _zygote(opts, layers, detail, cmd_r, resp_w, status_w)
+            _zygote(opts, layers, detail, cmd_r, resp_w, status_w, (ask_w, ack_r))
         except BaseException:  # noqa: BLE001 - reported on stderr (the engine's, in debug mode)
             traceback.print_exc()
         finally:
             os._exit(BROKEN_EXIT)
 
 
-def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> int:
-    """Wait for the zygote; kill it (and its namespace) when the engine goes away. Returns the
-    exit status to end with."""
+def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int, ask_r: int, ack_w: int, tmp_opts: dict[str, Any] | None) -> int:
+    """Wait for the zygote; mount a fresh /tmp when it asks (``tmp_opts``: the worker's options
+    when /tmp is a tmpfs of ours); kill it (and its namespace) when the engine goes away.
+    Returns the exit status to end with."""
     import select
 
     os.close(resp_w)
     os.close(status_w)
     poller = select.poll()
     poller.register(cmd_r, 0)  # only POLLHUP/POLLERR: the engine closed its end
+    poller.register(ask_r, select.POLLIN)
     try:
         pidfd = os.pidfd_open(pid)
         poller.register(pidfd, select.POLLIN)
     except (AttributeError, OSError):
         pidfd = -1
+    uid = isolation._uid(tmp_opts) if tmp_opts is not None else None
     while True:
         events = poller.poll(None if pidfd >= 0 else 200)
         if any(fd == cmd_r for fd, _ in events):
@@ -190,6 +214,22 @@ def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> int:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        elif any(fd == ask_r for fd, _ in events):
+            asked = os.read(ask_r, 1)
+            if asked == b"T":
+                ok = b"E"
+                if tmp_opts is not None:
+                    try:
+                        rootfs.fresh_tmp(int(tmp_opts.get("tmp_size_mb", 64)), int(tmp_opts.get("tmp_inodes", 4096)), uid)
+                        ok = b"K"
+                    except OSError:
+                        pass
+                try:
+                    os.write(ack_w, ok)
+                except OSError:
+                    pass
+            elif not asked:
+                poller.unregister(ask_r)
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.waitstatus_to_exitcode(status) & 0xFF
@@ -198,12 +238,63 @@ def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int) -> int:
             return 0
 
 
-def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], cmd_r: int, resp_w: int, status_w: int) -> None:
-    tmp = "/tmp" if layers.get("private_tmp") else opts.get("tmp_dir") or "/tmp"
-    if not layers.get("private_tmp") and opts.get("tmp_dir"):
-        layers["private_tmp"] = True  # a private directory made by the supervisor (no size limit)
-    os.chdir(tmp)
-    os.environ["HOME"] = os.environ["TMPDIR"] = tmp
+class _FreshTmp:
+    """A new, empty /tmp for every task: a new tmpfs mounted by the supervisor, or (without a
+    private mount namespace) a new private directory that is removed after the task."""
+
+    def __init__(self, opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], ctl: tuple[int, int]) -> None:
+        self.ask_w, self.ack_r = ctl
+        self.mounted = bool(layers.get("private_tmp"))
+        self.base = "/tmp" if self.mounted else opts.get("tmp_dir") or "/tmp"
+        self.count = 0
+        self.current = self.base
+        if not self.mounted and opts.get("tmp_dir"):
+            layers["private_tmp"] = True  # a private directory made by the supervisor (no size limit)
+        layers["fresh_tmp"] = self.mounted or bool(opts.get("tmp_dir"))
+        if not self.mounted:
+            detail["fresh_tmp"] = "a new private directory per task (no tmpfs: no mount namespace)"
+
+    def prepare(self) -> str:
+        """A fresh /tmp for the next task; returns its path. Raises OSError when that failed."""
+        if self.mounted:
+            os.write(self.ask_w, b"T")
+            if os.read(self.ack_r, 1) != b"K":
+                raise OSError("the supervisor could not mount a fresh /tmp")
+            self.current = "/tmp"
+        else:
+            self.count += 1
+            self.current = os.path.join(self.base, f"task-{self.count}")
+            os.mkdir(self.current, 0o700)
+        return self.current
+
+    def discard(self) -> None:
+        if not self.mounted and self.current != self.base:
+            import shutil
+
+            def unlock(fn: Any, path: str, exc: Any) -> None:
+                try:
+                    os.chmod(os.path.dirname(path), 0o700)
+                    os.chmod(path, 0o700)
+                    fn(path)
+                except OSError:
+                    pass
+
+            shutil.rmtree(self.current, onerror=unlock)
+
+    def close_in_task(self) -> None:
+        for fd in (self.ask_w, self.ack_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _zygote(
+    opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], cmd_r: int, resp_w: int, status_w: int,
+    ctl: tuple[int, int],
+) -> None:
+    fresh = _FreshTmp(opts, layers, detail, ctl)
+    os.chdir("/")  # never inside a /tmp that is about to be replaced
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -212,6 +303,11 @@ def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
     isolation.confine(opts, layers, detail)
     if not opts.get("isolate", True) or not opts.get("audit_hook", True):
         layers["audit_hook"] = False
+    if opts.get("isolate", True):
+        # the kernel layer, inherited by every task: installed after the uid drop, before any task
+        layers["seccomp"], detail["seccomp"] = seccomp_filter.install()
+    else:
+        layers["seccomp"] = False
     in_pidns = os.getpid() == 1
     framing.write_frame(status_w, {"op": "hello", "layers": layers, "detail": detail, "uid": os.getuid(), "pid": os.getpid()})
     while True:
@@ -222,12 +318,14 @@ def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
             framing.write_frame(status_w, {"op": "error", "detail": f"unexpected command {str(msg.get('op'))[:50]!r}"})
             continue
         try:
+            tmp = fresh.prepare()
             pid = os.fork()
         except OSError as exc:
-            framing.write_frame(status_w, {"op": "task_end", "exit": None, "signal": None, "error": f"fork failed: {exc}"})
+            framing.write_frame(status_w, {"op": "task_end", "exit": None, "signal": None, "error": f"task start failed: {exc}"})
             continue
         if pid == 0:
             try:
+                fresh.close_in_task()
                 _task_main(opts, msg, tmp, devnull, cmd_r, resp_w, status_w)
             finally:
                 os._exit(BROKEN_EXIT)
@@ -235,6 +333,7 @@ def _zygote(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
         killed = _clean_up(pid, in_pidns)
+        fresh.discard()
         framing.write_frame(
             status_w,
             {"op": "task_end", "exit": code if code >= 0 else None, "signal": -code if code < 0 else None, "leftovers": killed},
@@ -276,16 +375,24 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int
         pass
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    os.chdir(tmp)
+    os.environ["HOME"] = os.environ["TMPDIR"] = tmp
+    import tempfile
+
+    tempfile.tempdir = None  # recomputed from TMPDIR
     cpu = int(msg.get("cpu_s") or opts.get("cpu_s", 30))
     if opts.get("isolate", True):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     isolation._libc = None
+    guard = _NoGuard()
     if opts.get("isolate", True) and opts.get("audit_hook", True):
         readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
         _hollow_forbidden_modules()
-        sys.addaudithook(_make_hook(resp_w, tmp, readable))
+        hook, beat = _make_hook(resp_w, tmp, readable)
+        sys.addaudithook(hook)
+        guard = _Guard(hook, beat)
     runner = _TaskRunner(opts)
-    framing.write_frame(resp_w, {"seq": 0, "op": "ready"})
+    framing.write_frame(resp_w, {"seq": 0, "op": "ready", "guard": guard.check(0)})
     while True:
         try:
             cmd = framing.read_frame(cmd_r)
@@ -294,10 +401,12 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int
         if cmd is None:
             os._exit(0)
         reply = runner.handle(cmd)
+        seq = cmd.get("seq")
         try:
+            reply["guard"] = guard.check(seq)
             framing.write_frame(resp_w, reply)
         except (framing.FrameError, ValueError, TypeError) as exc:
-            framing.write_frame(resp_w, _error(cmd.get("seq"), "contract", f"reply not sendable: {exc}"))
+            framing.write_frame(resp_w, {**_error(seq, "contract", f"reply not sendable: {exc}"), "guard": guard.check(seq)})
         except MemoryError:
             os._exit(MEMORY_EXIT)
         if cmd.get("op") == "end":
@@ -318,8 +427,10 @@ def _hollow_forbidden_modules() -> None:
                 pass
 
 
-def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> Any:
+def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, list[int]]:
+    """The audit hook, and the list its heartbeat is stored in (see hookguard.py)."""
     write, exit_, encode = os.write, os._exit, framing.encode
+    heartbeat, beat, max_event = hookguard.HEARTBEAT_EVENT, [0], limits.MAX_EVENT_CHARS
     realpath, join, getcwd, fsdecode, getpid = os.path.realpath, os.path.join, os.getcwd, os.fsdecode, os.getpid
     forbidden_events, prefixes, modules = _FORBIDDEN_EVENTS, _FORBIDDEN_PREFIXES, FORBIDDEN_MODULES
     write_events, read_events, deny_read, write_flags = _WRITE_EVENTS, _READ_EVENTS, _DENY_READ, _WRITE_FLAGS
@@ -327,7 +438,7 @@ def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> Any:
 
     def die(event: str, detail: str) -> None:
         try:
-            write(resp_w, encode({"op": "forbidden", "event": event, "detail": detail[:300]}))
+            write(resp_w, encode({"op": "forbidden", "event": event[:max_event], "detail": detail[:300]}))
         finally:
             exit_(FORBIDDEN_EXIT)
 
@@ -361,8 +472,15 @@ def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> Any:
                 die(event, f"read of {p}")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event in forbidden_events or event.startswith(prefixes):
+        if event == "object.__getattr__":  # frames and code read (tracebacks, the fingerprint): allowed, and frequent
+            return
+        if event == heartbeat:
+            beat[0] = args[0] if args and type(args[0]) is int else -1
+        elif event in forbidden_events or event.startswith(prefixes):
             die(event, "")
+        elif event == "object.__setattr__":
+            if len(args) > 1 and args[1] == "__code__":  # replacing a function's code (the hook's)
+                die(event, "set __code__")
         elif event == "import":
             name = str(args[0])
             if name.partition(".")[0] in modules:
@@ -385,7 +503,7 @@ def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> Any:
                 if i < len(args):
                     check_read(event, args[i])
 
-    return hook
+    return hook, beat
 
 
 class _Contract(Exception):
@@ -393,7 +511,34 @@ class _Contract(Exception):
 
 
 def _error(seq: Any, kind: str, message: str, trace: str = "") -> dict[str, Any]:
-    return {"seq": seq, "ok": False, "error": {"kind": kind, "message": message[:2000], "traceback": trace[-4000:]}}
+    return {
+        "op": "reply", "seq": seq, "ok": False,
+        "error": {"kind": kind, "message": message[: limits.MAX_ERROR_CHARS], "traceback": trace[-limits.MAX_TRACEBACK_CHARS :]},
+    }
+
+
+class _NoGuard:
+    """No audit hook in this task: nothing to vouch for."""
+
+    def check(self, seq: Any) -> dict[str, Any]:
+        return {"fp": "", "beat": seq if isinstance(seq, int) else -1}
+
+
+class _Guard:
+    """The audit hook's fingerprint and heartbeat, sent with every frame (see hookguard.py)."""
+
+    def __init__(self, hook: Any, beat: list[int]) -> None:
+        self.guard, self.beat = hookguard.HookGuard(hook), beat
+        self.audit, self.event = sys.audit, hookguard.HEARTBEAT_EVENT
+
+    @property
+    def hook(self) -> Any:
+        return self.guard.hook
+
+    def check(self, seq: Any) -> dict[str, Any]:
+        n = seq if isinstance(seq, int) else -1
+        self.audit(self.event, n)
+        return {"fp": self.guard.fingerprint(), "beat": self.beat[0]}
 
 
 def _tname(x: Any) -> str:
@@ -421,8 +566,8 @@ class _TaskRunner:
     could be encoded, ``{"bad": "why"}`` when not; the engine decides what is acceptable."""
 
     def __init__(self, opts: dict[str, Any]) -> None:
-        self.max_obs = int(opts.get("max_obs_chars", adapters.MAX_OBS_CHARS))
-        self.max_action = int(opts.get("max_action_chars", adapters.MAX_ACTION_CHARS))
+        self.max_obs = limits.MAX_OBS_CHARS
+        self.max_action = limits.MAX_ACTION_CHARS
         self.module: types.ModuleType | None = None
         self.cls: Any = None
         self.contract = "spade"
@@ -443,9 +588,7 @@ class _TaskRunner:
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included
             message, trace = _describe(exc)
             return _error(seq, "crash", f"{op}: {message}", trace)
-        out["seq"] = seq
-        out["ok"] = True
-        return out
+        return {"op": "reply", "seq": seq, "ok": True, "data": out}
 
     # -- source ----------------------------------------------------------------------------
 
@@ -458,18 +601,20 @@ class _TaskRunner:
         try:
             tree = ast.parse(source, "<environment>")
         except SyntaxError as exc:
-            return {"syntax_error": {"msg": str(exc.msg), "lineno": exc.lineno, "offset": exc.offset, "text": (exc.text or "")[:200]}}
+            return {"syntax_error": {"msg": str(exc.msg)[:500], "lineno": exc.lineno, "offset": exc.offset, "text": (exc.text or "")[:200]}}
         except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
             return {"syntax_error": {"msg": f"{_tname(exc)}: {str(exc)[:200]}", "lineno": None}}
         classes = []
+        name_max = limits.MAX_NAME_CHARS
         for node in tree.body:
-            if isinstance(node, ast.ClassDef):
+            if isinstance(node, ast.ClassDef) and len(classes) < limits.MAX_CLASSES:
+                methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
                 classes.append(
                     {
-                        "name": node.name,
+                        "name": node.name[:name_max],
                         "lineno": node.lineno,
-                        "bases": [ast.unparse(b)[:200] for b in node.bases],
-                        "methods": [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))],
+                        "bases": [ast.unparse(b)[:name_max] for b in node.bases[: limits.MAX_BASES]],
+                        "methods": [m[:name_max] for m in methods[: limits.MAX_METHODS]],
                     }
                 )
         return {"syntax_error": None, "classes": classes, "forbidden": _static_screen(tree)}
@@ -491,7 +636,7 @@ class _TaskRunner:
             raise _Contract(f"{name} has no {' or '.join(missing)}() method")
         self.module, self.cls = module, cls
         self.contract = adapters.contract_of(cls)
-        return {"class_name": name, "contract": self.contract, "has_solution": callable(getattr(cls, "solution", None))}
+        return {"class_name": name[: limits.MAX_NAME_CHARS], "contract": self.contract, "has_solution": callable(getattr(cls, "solution", None))}
 
     def _instance(self) -> Any:
         if self.cls is None:
@@ -548,15 +693,20 @@ class _TaskRunner:
             return {"kind": "none"}
         sol = fn()
         if isinstance(sol, str):
-            text = "".join([sol])[: self.max_obs]
-            boxed = adapters.boxed_actions(text)
-            return {"kind": "text", "text": text, "actions": boxed[:MAX_SOLUTION_ACTIONS] or None}
+            text = _clean_text("".join([sol])[: self.max_obs])
+            boxed = adapters.boxed_actions(text)[:MAX_SOLUTION_ACTIONS]
+            if any(len(a) > self.max_action for a in boxed):
+                return {"kind": "bad", "bad": f"solution() text holds an action over {self.max_action} characters"}
+            return {"kind": "text", "text": text, "actions": boxed or None}
         if isinstance(sol, (list, tuple)):
             items = list(sol)[: MAX_SOLUTION_ACTIONS + 1]
             if len(items) > MAX_SOLUTION_ACTIONS:
                 return {"kind": "bad", "bad": f"solution() returned more than {MAX_SOLUTION_ACTIONS} actions"}
             if all(isinstance(a, str) and len(a) <= self.max_action for a in items):
-                return {"kind": "actions", "actions": ["".join([a]) for a in items]}
+                actions = ["".join([a]) for a in items]
+                if any(a != _clean_text(a) for a in actions):
+                    return {"kind": "bad", "bad": "solution() actions are not valid Unicode text"}
+                return {"kind": "actions", "actions": actions}
             return {"kind": "bad", "bad": "solution() must return a list of action strings or a text"}
         return {"kind": "bad", "bad": f"solution() returned {_tname(sol)}"}
 
@@ -567,8 +717,9 @@ class _TaskRunner:
             try:
                 check_env(env, skip_render_check=True)
             except (AssertionError, gymnasium.error.Error) as exc:
-                return {"passed": False, "message": _describe(exc)[0]}
-        return {"passed": True, "warnings": [str(w.message)[:300] for w in caught[:10]]}
+                return {"passed": False, "message": _describe(exc)[0][: limits.MAX_CHECK_MESSAGE]}
+        warns = [_clean_text(str(w.message))[: limits.MAX_WARNING_CHARS] for w in caught[: limits.MAX_WARNINGS]]
+        return {"passed": True, "warnings": warns}
 
     def op_close(self, cmd: dict[str, Any]) -> dict[str, Any]:
         env = self.envs.pop(cmd.get("iid"), None)  # type: ignore[arg-type]
@@ -589,7 +740,18 @@ class _TaskRunner:
         s = "".join([x])
         if len(s) > self.max_obs:
             return {"bad": f"observation has {len(s)} characters (limit {self.max_obs})"}
+        if s != _clean_text(s):
+            return {"bad": "observation is not valid Unicode text (unpaired surrogates)"}
         return {"v": s}
+
+
+def _clean_text(s: str) -> str:
+    """``s`` with unpaired surrogates replaced (they cannot be UTF-8 on the engine's side)."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace").decode("utf-8")
 
 
 def _shape(x: Any) -> str:
@@ -628,10 +790,9 @@ def _wire_info(x: Any) -> dict[str, Any]:
 
 
 def _json_safe(x: Any, depth: int, budget: list[int]) -> Any:
-    """Exact builtin types only (no user code runs); anything else becomes '<TypeName>'."""
+    """Exact builtin types only (no user code runs); anything else becomes '<TypeName>'. At most
+    ``MAX_INFO_ITEMS`` values in all (containers stop taking items when the budget is spent)."""
     budget[0] -= 1
-    if budget[0] < 0:
-        return "<truncated>"
     t = type(x)
     if x is None or t is bool:
         return x
@@ -640,18 +801,26 @@ def _json_safe(x: Any, depth: int, budget: list[int]) -> Any:
     if t is float:
         return x if isfinite(x) else str(x)
     if t is str:
-        return x[:1000]
+        return _clean_text(x[: limits.MAX_INFO_STR])
     if isinstance(x, (numpy.integer, numpy.floating, numpy.bool_)):
+        budget[0] += 1
         return _json_safe(x.item(), depth, budget)
-    if depth >= 4:
+    if depth >= limits.MAX_INFO_DEPTH:
         return f"<{_tname(x)}>"
     if t in (list, tuple):
-        return [_json_safe(v, depth + 1, budget) for v in list(x)[:50]]
+        items = []
+        for v in list(x)[: limits.MAX_INFO_LIST]:
+            if budget[0] <= 0:
+                break
+            items.append(_json_safe(v, depth + 1, budget))
+        return items
     if t is dict:
         out = {}
-        for k, v in list(dict.items(x))[:50]:
+        for k, v in list(dict.items(x))[: limits.MAX_INFO_LIST]:
+            if budget[0] <= 0:
+                break
             if type(k) in (str, int, float, bool):
-                out[str(k)[:100]] = _json_safe(v, depth + 1, budget)
+                out[_clean_text(str(k)[: limits.MAX_INFO_KEY])] = _json_safe(v, depth + 1, budget)
         return out
     return f"<{_tname(x)}>"
 

@@ -1,4 +1,4 @@
-# expect: crash
+# expect: sandbox
 import json, os, struct
 def forge(obj):
     data = json.dumps(obj).encode()

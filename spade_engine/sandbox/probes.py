@@ -1,0 +1,82 @@
+"""Seeded validation inputs: the reset seeds and probe actions of one validation, and the garbage
+actions of a play-time probe.
+
+All of them are drawn from one integer seed, so a recorded run replays exactly (the engine derives
+the seed from the run's seed and the environment's key and records what was drawn), while an
+environment cannot know them in advance: it cannot behave only on the validator's seeds, nor
+recognise its probe actions. (Version 1 of ``EnvironmentValidated`` used fixed inputs; the
+catalogue keeps them for its upcaster.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import secrets
+import string
+
+__all__ = [
+    "seed_for",
+    "random_seed",
+    "validation_seeds",
+    "probe_actions",
+    "garbage_actions",
+]
+
+_UNICODE = "\u00fc\u00f1\u00ee\u00e7\u00f8\u00e9\u2603\u03bb\u4e2d\U0001f642\u0410\u05d0"
+
+
+def seed_for(*parts: object) -> int:
+    """A 31-bit seed from any parts (the same function as the engine's ``derive_seed``)."""
+    h = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+def random_seed() -> int:
+    """A fresh unpredictable 31-bit seed (for validations outside a run)."""
+    return secrets.randbits(31)
+
+
+def _word(rng: random.Random, lo: int = 5, hi: int = 12) -> str:
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(lo, hi)))
+
+
+def validation_seeds(seed: int) -> tuple[int, int]:
+    """The two distinct reset seeds of one validation."""
+    a = seed_for(seed, "reset", 0)
+    b = seed_for(seed, "reset", 1)
+    return (a, b if b != a else (a + 1) & 0x7FFFFFFF)
+
+
+def probe_actions(seed: int) -> tuple[str, ...]:
+    """The probe actions of one validation: the fixed malformed shapes (empty, unbalanced, nested)
+    plus garbage whose content is drawn from ``seed`` (random words, a large number, a long
+    string, unicode), so no environment can know the probes in advance."""
+    rng = random.Random(seed_for(seed, "probes"))
+    long_len = rng.randint(3000, 4000)
+    return (
+        "",
+        _word(rng),
+        "\\boxed{}",
+        f"\\boxed{{{_word(rng)}}}",
+        f"\\boxed{{{rng.randint(10**7, 10**9)}}}",
+        "\\boxed{",
+        "}}}{{{ \\boxed{\\boxed{}}",
+        "".join(rng.choice(string.ascii_letters) for _ in range(long_len)),
+        "".join(rng.choice(_UNICODE) for _ in range(6)) + f" \\boxed{{{rng.choice(_UNICODE)}{_word(rng, 2, 4)}}}",
+    )
+
+
+def garbage_actions(seed: int, n: int) -> list[str]:
+    """``n`` garbage actions drawn from ``seed`` (boxed random words and large numbers, junk)."""
+    rng = random.Random(seed_for(seed, "garbage"))
+    out = []
+    for i in range(n):
+        kind = rng.randrange(3)
+        if kind == 0:
+            out.append(f"\\boxed{{{_word(rng)}}}")
+        elif kind == 1:
+            out.append(f"\\boxed{{{rng.randint(10**7, 10**9)}}}")
+        else:
+            out.append(_word(rng) + " " + _word(rng))
+    return out

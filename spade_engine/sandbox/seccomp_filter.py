@@ -1,0 +1,168 @@
+"""The kernel layer: a seccomp-bpf filter that code inside the sandbox cannot switch off.
+
+Installed by each worker's zygote after the uid drop and before it forks any task, so every task
+process (and everything it forks or threads) inherits it; a filter can only ever be tightened,
+never removed. The filter allows everything except the system calls a text environment never
+needs and an escape needs first; each of them kills the whole task process (SIGSYS), which the
+engine reports as ``forbidden``:
+
+* running programs: ``execve``, ``execveat``;
+* network and kernel sockets: ``socket`` and ``socketpair`` of any family but ``AF_UNIX``;
+* other processes: ``ptrace``, ``process_vm_readv/writev``, ``kcmp``, ``pidfd_getfd``;
+* namespaces and mounts: ``unshare``, ``setns``, ``clone`` with any ``CLONE_NEW*`` flag,
+  ``mount``, ``umount2``, ``pivot_root``, ``chroot``, the new mount API (``fsopen``...);
+* kernel attack surface: ``bpf``, ``perf_event_open``, ``keyctl``/``add_key``/``request_key``,
+  ``userfaultfd``, ``io_uring_*``, module loading, ``kexec_*``, ``reboot``, ``swapon/off``,
+  ``acct``, ``quotactl``, ``open_by_handle_at``, ``iopl``/``ioperm``, clock and host-name
+  setters, ``syslog``, ``ioctl(TIOCSTI)``;
+* IPC objects that would outlive the task: System V shared memory, queues and semaphores, POSIX
+  message queues;
+* ``clone3`` fails with ``ENOSYS`` instead (its flags sit in memory a filter cannot read), so the
+  C library falls back to ``clone``, whose flags are checked.
+
+System calls of another ABI (32-bit ``int 0x80``, x32) do not match the filter's architecture
+and are killed as well (libseccomp's bad-architecture action).
+
+The filter is built with libseccomp through one of its Python bindings, whichever is present:
+the official bindings (``import seccomp``; Debian's ``python3-seccomp``, which is found in
+``/usr/lib/python3/dist-packages`` when it was built for this interpreter's ABI) or ``pyseccomp``
+(a pure-Python ctypes binding from PyPI over ``libseccomp.so.2``). The binding is loaded by
+:func:`load_binding` before the worker's file system is reduced to its minimal root.
+
+Imported by the untrusted worker as a plain module: standard library (and the binding) only.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.machinery
+import importlib.util
+import os
+import socket
+from typing import Any
+
+__all__ = ["KILLED", "CLONE_NS_FLAGS", "load_binding", "install", "active"]
+
+#: system calls that kill the task process
+KILLED: tuple[str, ...] = (
+    "execve", "execveat",
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
+    "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "open_by_handle_at", "name_to_handle_at",
+    "lookup_dcookie", "iopl", "ioperm", "modify_ldt", "uselib", "vhangup", "syslog",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
+    "fanotify_init", "nfsservctl",
+    # System V and POSIX message-queue IPC: objects that outlive the task (a channel to the next one)
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
+    "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NS_FLAGS = (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET)
+TIOCSTI = 0x5412
+TIOCLINUX = 0x541C
+
+_DEBIAN_DIRS = ("/usr/lib/python3/dist-packages",)
+
+_binding: Any = None
+_binding_name = ""
+
+
+def load_binding() -> tuple[Any, str]:
+    """The libseccomp binding (module, how it was found), or ``(None, why not)``. Cached."""
+    global _binding, _binding_name
+    if _binding is not None:
+        return _binding, _binding_name
+    try:
+        import seccomp  # type: ignore[import-not-found]  # the official bindings, if on sys.path
+
+        _binding, _binding_name = seccomp, "libseccomp's Python bindings"
+        return _binding, _binding_name
+    except ImportError:
+        pass
+    for d in _DEBIAN_DIRS:  # Debian's python3-seccomp, if built for this interpreter's ABI
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(d, "seccomp" + suffix)
+            if not os.path.isfile(path):
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location("seccomp", path)
+                if spec is None or spec.loader is None:
+                    continue
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+            except (ImportError, OSError):
+                continue
+            _binding, _binding_name = mod, f"python3-seccomp ({path})"
+            return _binding, _binding_name
+    try:
+        import pyseccomp  # type: ignore[import-not-found]
+
+        _binding, _binding_name = pyseccomp, "pyseccomp"
+        return _binding, _binding_name
+    except (ImportError, RuntimeError, OSError) as exc:
+        return None, f"no libseccomp binding (python3-seccomp or pyseccomp): {exc}"
+
+
+def active() -> bool:
+    """Is a seccomp filter in force on this process (``Seccomp: 2`` in /proc/self/status)?"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Seccomp:"):
+                    return line.split()[1] == "2"
+    except OSError:
+        pass
+    return False
+
+
+def install() -> tuple[bool, str]:
+    """Build and load the filter on this process (and its future children and threads).
+    Returns ``(active, detail)``."""
+    sc, how = load_binding()
+    if sc is None:
+        return False, how
+    try:
+        f = sc.SyscallFilter(defaction=sc.ALLOW)
+        try:
+            f.set_attr(sc.Attr.CTL_TSYNC, 1)  # every thread of the process, not only this one
+        except (AttributeError, OSError, RuntimeError, ValueError):
+            pass
+        kill = sc.KILL_PROCESS
+        rules = 0
+        for name in KILLED:
+            try:
+                f.add_rule(kill, name)
+                rules += 1
+            except (OSError, RuntimeError, ValueError):  # not a system call on this architecture
+                pass
+        for name in ("socket", "socketpair"):
+            f.add_rule(kill, name, sc.Arg(0, sc.NE, socket.AF_UNIX))
+            rules += 1
+        for flag in CLONE_NS_FLAGS:
+            f.add_rule(kill, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+            rules += 1
+        for request in (TIOCSTI, TIOCLINUX):
+            f.add_rule(kill, "ioctl", sc.Arg(1, sc.EQ, request))
+            rules += 1
+        try:
+            f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+            rules += 1
+        except (OSError, RuntimeError, ValueError):
+            pass
+        f.load()
+    except (OSError, RuntimeError, ValueError, TypeError, AttributeError) as exc:
+        return False, f"loading the seccomp filter failed ({how}): {exc}"
+    if not active():
+        return False, f"the seccomp filter did not take effect ({how})"
+    return True, f"{rules} rules via {how}; a blocked call kills the task (SIGSYS)"

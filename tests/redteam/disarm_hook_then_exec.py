@@ -1,0 +1,33 @@
+# expect: forbidden
+# Disarms the audit hook from inside (walks the frames up to the task's main loop, takes the
+# hook's closure and rewrites its cells), then runs a program. The hook no longer sees it; the
+# seccomp filter kills the task at execve.
+import os
+
+
+def disarm():
+    try:
+        raise RuntimeError
+    except RuntimeError as e:
+        f = e.__traceback__.tb_frame
+    while f is not None and "guard" not in f.f_locals:
+        f = f.f_back
+    hook = f.f_locals["guard"].hook
+    for cell in hook.__closure__:
+        v = cell.cell_contents
+        if isinstance(v, (frozenset, dict)):
+            cell.cell_contents = type(v)()
+        elif isinstance(v, tuple) and v and all(isinstance(x, str) for x in v):
+            cell.cell_contents = ("\0never",)
+        elif callable(v) and getattr(v, "__name__", "") in ("die", "check_write", "check_read"):
+            cell.cell_contents = lambda *a, **k: None
+
+
+class DisarmExecEnv:
+    def reset(self, seed=None):
+        disarm()
+        getattr(os, "ex" + "ecv")("/bin/sh", ["sh", "-c", "touch /tmp/spade_redteam_exec /root/spade_redteam_exec"])
+        return "escaped", {}
+
+    def step(self, action):
+        return "x", 0.0, True, False, {}

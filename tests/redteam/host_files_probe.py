@@ -1,0 +1,50 @@
+# expect: valid
+# Looks for host files it could read and hand back in an observation: the checkout (found from
+# the worker script's path), /sys, the kernel command line, /etc, data directories, other
+# processes (homes are the audit hook's too: see read_home.py). It raises if any is readable;
+# in the minimal root none is there.
+import os
+import random
+
+
+def readable(path):
+    try:
+        if os.path.isdir(path):
+            return bool(os.listdir(path))
+        with open(path, "rb") as f:
+            return bool(f.read(64))
+    except OSError:
+        return False
+
+
+def probe():
+    found = []
+    for path in ("/proc/cmdline", "/proc/kallsyms", "/proc/keys", "/sys", "/sys/kernel", "/etc", "/etc/passwd", "/etc/hostname",
+                 "/var", "/srv", "/data", "/mnt", "/opt", "/boot", "/usr/share", "/usr/bin"):
+        if readable(path):
+            found.append(path)
+    import __main__  # the worker script, which lives inside the checkout
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__main__.__file__)))
+    for rel in ("pyproject.toml", "README.md", "spade.toml", ".git", "tests", "spade_engine/config.py", "spade_engine/engine"):
+        if readable(os.path.join(root, rel)):
+            found.append(os.path.join(root, rel))
+    other = [p for p in os.listdir("/proc") if p.isdigit() and p not in ("1", str(os.getpid()))]
+    if other:
+        found.append(f"/proc/{other[0]} (other processes)")
+    if found:
+        raise RuntimeError("LEAK: readable host files: " + ", ".join(found))
+
+
+class HostProbeEnv:
+    def reset(self, seed=None):
+        probe()
+        self.n = random.Random(seed).randint(1, 9)
+        return "Say %d as \\boxed{n}." % self.n, {}
+
+    def step(self, action):
+        ok = action.strip() == "\\boxed{%d}" % self.n
+        return ("ok" if ok else "no"), (1.0 if ok else 0.0), True, False, {}
+
+    def solution(self):
+        return ["\\boxed{%d}" % self.n]
