@@ -225,7 +225,12 @@ class RepeatFilter(logging.Filter):
 
 
 class _Worker(faust.Worker):
-    """faust's worker with :class:`RepeatFilter` on the root logger's handlers."""
+    """faust's worker with :class:`RepeatFilter` on the root logger's handlers, and without its
+    terminal spinner (which writes cursor escape codes into the log stream)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spinner = None
 
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         super().on_setup_root_logger(logger, level)
