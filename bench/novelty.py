@@ -14,8 +14,7 @@ duplicate and is not played. This script runs a seeded procedural run and report
 * duplicates by family, and the wall time split into sandbox, policy and embedding work
   (the stage timings) and the rest, with ``s_per_env`` = wall seconds per environment.
 
-Two modes, both on a temporary data directory with the real sandbox validator and the real
-embedding model:
+Three modes, all with the real embedding model and the default config (seeded):
 
 * ``loop`` (default): the real engine loop (``Engine.run``, as ``spade-engine start --max-envs N``
   does): sandboxed validation, hints, k plain + k hinted sandboxed plays, regret, live projections;
@@ -24,12 +23,18 @@ embedding model:
   each play's outcome is the procedural agent's own per-episode draw (it solves an episode exactly
   when ``Random("agent:<env>:<play seed>:<hinted>") < solve_probability``, see
   ``ProceduralPolicy._act``), which gives the adaptive designer the same difficulty feedback as
-  the plays would, at a fraction of the cost. Nothing is written to the log in this mode.
+  the plays would, at a fraction of the cost. Nothing is written to the log in this mode;
+* ``designer``: the designer and the novelty check only, with the designer's deliberate defects
+  off (``policy.defect_rate = 0``, so there is nothing to validate or repair) and no sandbox;
+  plays as in ``stages``; proposals are embedded in batches of one block of skills (which
+  changes no decision, see :func:`run_designer`). The cheapest faithful measure of novelty,
+  used by the slow test.
 
 Prints figures, and as its LAST line one JSON object.
 
     python3 bench/novelty.py                       # 300 environments, real loop
     python3 bench/novelty.py --mode stages --n 1000
+    python3 bench/novelty.py --mode designer --n 1000
     python3 bench/novelty.py --quick               # 30 environments
 """
 
@@ -138,6 +143,52 @@ def run_stages(cfg: Any, root: Path) -> tuple[list[dict[str, Any]], dict[str, fl
     return outs, {"wall": wall, **tm}
 
 
+def run_designer(cfg: Any, root: Path) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The designer and the novelty check only: no sandbox, no log (see the module docstring).
+
+    Environments are proposed in blocks of one per skill (``choose_skill`` covers every skill once
+    per block), so a proposal's skill history only depends on earlier blocks: each block is
+    embedded in one batch, then its proposals are judged against the memory in order, exactly as
+    one-at-a-time embedding would judge them."""
+    from spade_engine.archive.embedder import Embedder
+    from spade_engine.archive.memory import EnvironmentMemory
+    from spade_engine.engine.corpus import Corpus
+    from spade_engine.engine.designer import novelty_text
+    from spade_engine.engine.runtime import make_policy
+
+    del root
+    policy = make_policy(cfg.policy, band=(cfg.reward.band_low, cfg.reward.band_high))
+    ctx = stages.StageContext(run_id="run-novelty-bench0", cfg=cfg, policy=policy, corpus=Corpus.from_paths(cfg.loop.corpus))
+    embedder = Embedder(cfg.memory.embedding_model)
+    embedder.embed(["warm up"])
+    memory = EnvironmentMemory(None, cfg.memory)
+    history: dict[str, list[tuple[float, float, float]]] = {}
+    outs: list[dict[str, Any]] = []
+    block = len(ctx.skills())
+    n = int(cfg.loop.max_envs)
+    embedding_s = 0.0
+    t0 = time.perf_counter()
+    for first in range(0, n, block):
+        props = [
+            stages.propose(ctx, env_id=env_id_for(ctx.run_id, i), index=i, skill_history=lambda s: list(history.get(s, [])))
+            for i in range(first, min(n, first + block))
+        ]
+        t1 = time.perf_counter()
+        vecs = embedder.embed([novelty_text(p.code) for p in props])
+        embedding_s += time.perf_counter() - t1
+        for p, vec in zip(props, vecs):
+            novelty, _ = memory.novelty(vec)
+            novel = bool(novelty >= cfg.memory.novelty_threshold)
+            outs.append({"env_id": p.env_id, "skill": p.skill, "attempt": 0, "valid": True, "novel": novel,
+                         "novelty": float(novelty), "accepted": novel, "error_kind": None if novel else "duplicate"})
+            if novel:
+                memory.add(p.env_id, vec, skill=p.skill, code=p.code)
+                win, regret = _simulated_plays(policy, p, cfg.seed, cfg.loop.plays_per_env)
+                history.setdefault(p.skill, []).append((float(p.difficulty), win, regret))
+    wall = time.perf_counter() - t0
+    return outs, {"wall": wall, "sandbox": 0.0, "policy": ctx.timings.policy, "embedding": embedding_s}
+
+
 def summarise(outs: list[dict[str, Any]], timing: dict[str, float], n: int) -> dict[str, Any]:
     checked = [o for o in outs if o["valid"] and o["novel"] is not None]
     novel = [o for o in checked if o["novel"]]
@@ -180,15 +231,19 @@ def summarise(outs: list[dict[str, Any]], timing: dict[str, float], n: int) -> d
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=300, help="environments (first proposals) in the run (default 300)")
-    ap.add_argument("--mode", choices=("loop", "stages"), default="loop", help="real loop, or designer+validator+novelty only")
+    ap.add_argument("--mode", choices=("loop", "stages", "designer"), default="loop",
+                    help="real loop; designer+validator+novelty stages; or designer+novelty only (defect-free, no sandbox)")
     ap.add_argument("--k", type=int, default=4, help="plain and hinted plays per environment (default 4)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="30 environments")
     args = ap.parse_args()
     n = 30 if args.quick else args.n
-    cfg = load_config(overrides={"seed": args.seed, "loop.max_envs": n, "loop.plays_per_env": args.k}, environ={})
+    overrides: dict[str, Any] = {"seed": args.seed, "loop.max_envs": n, "loop.plays_per_env": args.k}
+    if args.mode == "designer":
+        overrides["policy.defect_rate"] = 0.0
+    cfg = load_config(overrides=overrides, environ={})
     with tempfile.TemporaryDirectory(prefix="spade-bench-novelty-") as tmp:
-        runner = run_loop if args.mode == "loop" else run_stages
+        runner = {"loop": run_loop, "stages": run_stages, "designer": run_designer}[args.mode]
         outs, timing = runner(cfg, Path(tmp))
     res = {"mode": args.mode, "seed": args.seed, "threshold": cfg.memory.novelty_threshold, **summarise(outs, timing, n)}
     print(

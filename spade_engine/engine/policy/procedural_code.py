@@ -97,6 +97,44 @@ _TRACE_MAKE = {
             total = total + item if item % m == 0 else total - c
             self.__ANS__.append(total)
 ''',
+    "collatz": r'''
+    def _make(self, rng):
+        while True:
+            start = rng.randint(3, 40)
+            x, values = start, []
+            while x != 1 and len(values) < self.ITERATIONS:
+                x = x // 2 if x % 2 == 0 else 3 * x + 1
+                values.append(x)
+            if len(values) == self.ITERATIONS:
+                break
+        v = self.VAR
+        self._program = "\n".join([v + " = " + str(start), "while " + v + " != 1:", "    if " + v + " % 2 == 0:",
+                                   "        " + v + " = " + v + " // 2", "    else:", "        " + v + " = 3 * " + v + " + 1"])
+        self.__ANS__ = values
+''',
+    "digits": r'''
+    def _make(self, rng):
+        number = rng.randint(10 ** (self.ITERATIONS - 1), 10 ** self.ITERATIONS - 1)
+        weight = rng.choice(self.MULTS)
+        v = self.VAR
+        self._program = "\n".join(["rest = " + str(number), v + " = 0", "while rest > 0:",
+                                   "    " + v + " = " + v + " * " + str(weight) + " + rest % 10", "    rest = rest // 10"])
+        rest, acc = number, 0
+        while rest > 0:
+            acc = acc * weight + rest % 10
+            rest = rest // 10
+            self.__ANS__.append(acc)
+''',
+    "index_branch": r'''
+    def _make(self, rng):
+        x, k, m = rng.randint(1, 9), rng.randint(1, 9), rng.choice(self.MULTS)
+        v = self.VAR
+        self._program = "\n".join([v + " = " + str(x), "for i in range(" + str(self.ITERATIONS) + "):", "    if i % 2 == 0:",
+                                   "        " + v + " = " + v + " + " + str(k), "    else:", "        " + v + " = " + v + " * " + str(m)])
+        for i in range(self.ITERATIONS):
+            x = x + k if i % 2 == 0 else x * m
+            self.__ANS__.append(x)
+''',
     "loop_index": r'''
     def _make(self, rng):
         x, k = rng.randint(1, 9), rng.randint(2, 5)
@@ -122,20 +160,24 @@ _TRACE_DESC = {
     "pair_update": "Simultaneous assignment: a, b = b, f(a, b) runs {it} times; the agent reports {var} after each round.",
     "list_scan": "A scan over {it} list items with a divisibility branch; the agent reports the accumulator {var} after each item.",
     "loop_index": "A loop whose update uses its own index; the agent reports {var} after each of {it} iterations.",
+    "collatz": "The Collatz map (halve if even, else 3n + 1) in a while loop; the agent reports {var} after each of the first {it} rounds.",
+    "digits": "A while loop peels the decimal digits of a {it}-digit number into an accumulator {var}, reported after each digit.",
+    "index_branch": "A counted loop whose branch depends on the parity of its index; the agent reports {var} after each of {it} iterations.",
 }
 
 
 def _build_trace(spec: Spec) -> Built:
     rng, d = spec.rng, spec.d
-    variants = ["for_ops", "loop_index", "list_scan"] + (["while_loop", "pair_update"] if d >= 0.3 else [])
+    variants = ["for_ops", "loop_index", "list_scan", "index_branch"] + (["while_loop", "pair_update", "digits"] if d >= 0.3 else []) + (
+        ["collatz"] if d >= 0.5 else [])
     variant = pick(rng, variants)
-    iterations = max(1, min(spec.turn_limit, 1 + round(3 * d) + (1 if variant == "list_scan" else 0)))
+    iterations = max(1, min(spec.turn_limit, 1 + round(3 * d) + (1 if variant in ("list_scan", "digits") else 0)))
     var = pick(rng, ("a", "b")) if variant == "pair_update" else pick(rng, ("x", "acc", "total", "value", "n", "s"))
     constants = fill("\n    VAR = __V__\n    ITERATIONS = __I__\n", V=repr(var), I=iterations)
     n_ops, branch = 1 + round(2 * d), d >= 0.5
     if variant == "for_ops":
         constants += fill("    N_OPS = __N__\n    BRANCH = __B__\n", N=n_ops, B=branch)
-    if variant in ("while_loop", "pair_update"):
+    if variant in ("while_loop", "pair_update", "digits", "index_branch"):
         constants += fill("    MULTS = __M__\n", M=repr([2] if d < 0.6 else [2, 3]))
     obs = "\n    def _obs(self):\n        return " + pick(rng, _TRACE_OBS) + "\n"
     body, scheme, scheme_desc = _chain_body(spec, constants=constants, make=_TRACE_MAKE[variant], obs=obs, answer="int",
@@ -151,7 +193,7 @@ class _Tracer:
     while, if/else over integer expressions), recording one variable after each iteration of the
     first top-level loop."""
 
-    def __init__(self, var: str, limit: int = 500):
+    def __init__(self, var: str, limit: int = 5000):
         self.env: dict[str, object] = {}
         self.var = var
         self.trace: list[object] = []

@@ -172,16 +172,16 @@ SEQUENCE = Family(
 
 _SEARCH_STORY = {
     "higher_lower": (
-        "A whole number is hidden between 1 and __UPPER__. Guess it with \\\\boxed{<integer>}; each wrong guess says __LOW__ or __HIGH__.",
-        "The agent bisects a hidden integer in 1..{u} using {low}/{high} feedback, with {t} guesses.",
+        "A whole number is hidden in a window of __UPPER__ consecutive values. Guess it with \\\\boxed{<integer>}; each wrong guess says __LOW__ or __HIGH__.",
+        "The agent bisects a hidden integer in a window of {u} values using {low}/{high} feedback, with {t} guesses.",
     ),
     "records": (
-        "A sorted table of __UPPER__ records is hidden; the record you need sits at one position. Probe a position with \\\\boxed{<integer>}; the reply says __LOW__ or __HIGH__.",
-        "Binary search over the positions 1..{u} of a hidden sorted table: each probe answers {low} or {high}; {t} probes.",
+        "A sorted table of __UPPER__ records is hidden (positions are numbered from an offset); the record you need sits at one of them. Probe a position with \\\\boxed{<integer>}; the reply says __LOW__ or __HIGH__.",
+        "Binary search over {u} positions of a hidden sorted table: each probe answers {low} or {high}; {t} probes.",
     ),
     "threshold": (
-        "Some load between 1 and __UPPER__ is the exact breaking point. Test a load with \\\\boxed{<integer>}; the reply says __LOW__ or __HIGH__.",
-        "Find a monotone threshold in 1..{u}: a test below it reports {low}, above it {high}; {t} tests.",
+        "Some load in a window of __UPPER__ values is the exact breaking point. Test a load with \\\\boxed{<integer>}; the reply says __LOW__ or __HIGH__.",
+        "Find a monotone threshold among {u} values: a test below it reports {low}, above it {high}; {t} tests.",
     ),
 }
 
@@ -198,12 +198,14 @@ _SEARCH = r'''
         self.turn_count = 0
         self._target = 1
         self._lo, self._hi = 1, self.UPPER
+        self._useful = 0
         self.reset()
 
     def reset(self, seed=None):
         rng = random.Random(0 if seed is None else seed)
-        self._target = rng.randint(1, self.UPPER)
-        self._lo, self._hi = 1, self.UPPER
+        self._lo = rng.randint(1, self.OFFSET)
+        self._hi = self._lo + self.UPPER - 1
+        self._target = rng.randint(self._lo, self._hi)
         self._useful = 0
         self.turn_count = 0
         return self.THEME + "\n" + __STORY__ + " " + self._window(), {}
@@ -256,7 +258,7 @@ def _build_search(spec: Spec) -> Built:
     low, high = pick(rng, _SEARCH_WORDS[variant])  # type: ignore[misc]
     story, desc = _SEARCH_STORY[variant]
     scheme, scheme_desc, score = reward_scheme(rng, multi_step=False)
-    body = fill("\n    UPPER = __U__\n", U=upper) + score + fill(
+    body = fill("\n    UPPER = __U__\n    OFFSET = __O__\n", U=upper, O=pick(rng, ("200", "500", "1000"))) + score + fill(
         _SEARCH, STORY=repr(story.replace("\\\\", "\\").replace("__UPPER__", str(upper)).replace("__LOW__", low.rstrip(".").lower())
                             .replace("__HIGH__", high.rstrip(".").lower())),
         LOW=repr(low), HIGH=repr(high), MAX_TURNS=turns, STEP=step_reward(scheme),
@@ -276,11 +278,11 @@ def _solve_number_search(obs: str) -> str | None:
 
 
 def _wrong_number_search(rng: random.Random, obs: str, correct: str | None) -> str:
+    """Ignores the feedback: guesses a value the last observation already excludes."""
     m = list(re.finditer(r"between (\d+) and (\d+)", obs))
     lo = int(m[-1].group(1)) if m else 1
     hi = int(m[-1].group(2)) if m else lo
-    guess = lo if str(lo) != correct else hi + 1
-    return str(guess)  # a linear, inefficient search
+    return str(lo - 1 if lo > 1 and rng.random() < 0.5 else hi + 1)
 
 
 NUMBER_SEARCH = Family(
