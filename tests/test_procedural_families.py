@@ -19,8 +19,9 @@ import pytest
 from sandbox_support import fast_config, wait_no_sandbox_processes
 
 from spade_engine.engine.corpus import bundled_corpus
-from spade_engine.engine.designer import SKILLS, declared_difficulty, novelty_text
-from spade_engine.engine.policy.procedural import DEFECTS, _inject_defect
+from spade_engine.engine.designer import SKILLS, declared_difficulty, extract_code, novelty_text
+from spade_engine.engine.policy.base import PolicyRequest
+from spade_engine.engine.policy.procedural import DEFECTS, ProceduralPolicy, _inject_defect
 from spade_engine.engine.policy.procedural_families import FAMILIES, family_of_code, render
 from spade_engine.engine.rollouts import parse_boxed
 from spade_engine.engine.sandbox import SandboxPool
@@ -38,8 +39,14 @@ def _document(name: str, k: int):
 
 
 def _code(name: str, difficulty: float, seed: int) -> str:
+    """An environment as the loop gets it: the designer's completion, through extract_code."""
     doc = _document(name, seed)
-    return render(FAMILIES[name], difficulty, random.Random(seed), title=doc.title, doc_text=doc.text, turn_limit=8)
+    context = {"skill": name, "difficulty": difficulty, "turn_limit": 8,
+               "document": {"doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "domain": doc.domain}}
+    req = PolicyRequest(role="designer", messages=[{"role": "user", "content": "design"}], context=context, seed=seed)
+    code = extract_code(ProceduralPolicy(adaptive=False, defect_rate=0.0).generate([req])[0].text)
+    assert code is not None
+    return code
 
 
 def test_families_cover_the_skills_and_domains():
@@ -57,7 +64,7 @@ def test_render_is_a_pure_function_of_its_seed():
         a = _code(name, 0.5, 7)
         random.seed(12345)  # the global random state plays no part
         assert _code(name, 0.5, 7) == a
-        assert family_of_code(a) is FAMILIES[name] and declared_difficulty(a) == pytest.approx(0.5)
+        assert family_of_code(a) is FAMILIES[name] and declared_difficulty(a) == pytest.approx(0.5, abs=0.031)
         assert random.getstate() == random.Random(12345).getstate()
         random.setstate(state)
 
@@ -70,6 +77,7 @@ def test_environments_of_one_family_differ_in_substance():
         codes = [render(fam, 0.6, random.Random(s), title=doc.title, doc_text=doc.text) for s in range(12)]
         variants = {re.search(r"^# variant: (\S+)", c, re.M).group(1) for c in codes}
         classes = {re.search(r"^class (\w+)", c, re.M).group(1) for c in codes}
+        assert all(extract_code(f"```python\n{c}```\n") == c for c in codes), name  # no fence inside
         masked = {re.sub(r"\d+", "N", novelty_text(c)) for c in codes}
         schemes = {v.rsplit("/", 1)[1] for v in variants}
         assert len(variants) >= 4 and len(schemes) >= 2, (name, variants)
@@ -137,7 +145,7 @@ def test_the_agent_reads_its_answers_from_observations():
     """The procedural agent's solver acts on observation text alone."""
     obs = "Sequence so far: [3 -> 7 -> 11 -> 15]. What is the next term? Reply with \\boxed{<integer>}."
     assert FAMILIES["sequence"].solve(obs) == "19"
-    obs = "Trace this program:\n```\nx = 2\nfor i in range(3):\n    x = x * 2 + i\n```\nWhat is the value of x after iteration 2? Reply."
+    obs = "Trace this program:\n--- program ---\nx = 2\nfor i in range(3):\n    x = x * 2 + i\n--- end ---\nWhat is the value of x after iteration 2? Reply."
     assert FAMILIES["code_trace"].solve(obs) == "9"
     obs = "Corridors: a-b, b-c, a-d. You are in d. Goal: c. Budget left: 3. Move with \\boxed{go <room>}."
     assert FAMILIES["graph_path"].solve(obs) == "go a"

@@ -149,9 +149,9 @@ _TRACE_MAKE = {
 }
 
 _TRACE_OBS = (
-    '"Trace this program:\\n```\\n" + self._program + "\\n```\\nWhat is the value of " + self.VAR + " after iteration " + str(self.__POS__ + 1) + "? Reply with \\\\boxed{<integer>}."',
-    '"Read the code:\\n```\\n" + self._program + "\\n```\\nGive the value of " + self.VAR + " at the end of loop round " + str(self.__POS__ + 1) + " as \\\\boxed{<integer>}."',
-    '"Simulate:\\n```\\n" + self._program + "\\n```\\nWhat is the value of " + self.VAR + " after pass " + str(self.__POS__ + 1) + " of the loop? Answer \\\\boxed{<integer>}."',
+    '"Trace this program:\\n--- program ---\\n" + self._program + "\\n--- end ---\\nWhat is the value of " + self.VAR + " after iteration " + str(self.__POS__ + 1) + "? Reply with \\\\boxed{<integer>}."',
+    '"Read the code:\\n--- program ---\\n" + self._program + "\\n--- end ---\\nGive the value of " + self.VAR + " at the end of loop round " + str(self.__POS__ + 1) + " as \\\\boxed{<integer>}."',
+    '"Simulate:\\n--- program ---\\n" + self._program + "\\n--- end ---\\nWhat is the value of " + self.VAR + " after pass " + str(self.__POS__ + 1) + " of the loop? Answer \\\\boxed{<integer>}."',
 )
 
 _TRACE_DESC = {
@@ -265,7 +265,7 @@ def trace_program(program: str, var: str) -> list[object] | None:
 
 
 def _solve_trace(obs: str) -> str | None:
-    prog = re.findall(r"```\n(.*?)\n```", obs, re.S)
+    prog = re.findall(r"--- program ---\n(.*?)\n--- end ---", obs, re.S)
     ask = list(re.finditer(r"value of (\w+) (?:after|at the end of) (?:iteration|loop round|pass) (\d+)", obs))
     if not prog or not ask:
         return None
@@ -448,12 +448,24 @@ def _solve_sort(obs: str) -> str | None:
 
 
 def _wrong_sort(rng: random.Random, obs: str, correct: str | None) -> str:
+    """A swap that makes no progress: it never adds a correctly placed entry (nor sorts)."""
     state = _sort_state(obs)
-    n, base = (len(state[0]), state[3]) if state else (3, 0)
-    if state and state[2]:
-        i = rng.randrange(max(1, n - 1))
-        return f"swap {i + base} {i + 1 + base}"
-    i, j = rng.sample(range(n), 2) if n >= 2 else (0, 0)
+    if state is None:
+        return "swap 0 1"
+    work, target, adjacent, base = state
+    n = len(work)
+    pairs = [(i, i + 1) for i in range(n - 1)] if adjacent else [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+    def placed(values: list[object]) -> int:
+        return sum(1 for a, b in zip(values, target) if a == b)
+
+    now, bad = placed(work), []
+    for i, j in pairs:
+        after = list(work)
+        after[i], after[j] = after[j], after[i]
+        if placed(after) <= now and after != target:
+            bad.append((i, j))
+    i, j = rng.choice(bad or pairs or [(0, 1)])
     return f"swap {i + base} {j + base}"
 
 

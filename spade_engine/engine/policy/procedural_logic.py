@@ -252,8 +252,7 @@ def _build_search(spec: Spec) -> Built:
     rng, d = spec.rng, spec.d
     variant = pick(rng, tuple(_SEARCH_STORY))
     bits = max(1, min(2 + round(5 * d), spec.turn_limit - 1))
-    upper = 2 ** bits if rng.random() < 0.6 else 2 ** bits - rng.randint(0, 2 ** (bits - 1) - 1)
-    upper = max(2, upper)
+    upper = 2 ** bits
     turns = min(spec.turn_limit, bits + 1)
     low, high = pick(rng, _SEARCH_WORDS[variant])  # type: ignore[misc]
     story, desc = _SEARCH_STORY[variant]

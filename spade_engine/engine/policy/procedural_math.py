@@ -168,7 +168,7 @@ def _build_arithmetic(spec: Spec) -> Built:
 
 
 def _solve_arithmetic(obs: str) -> str | None:
-    spans = backticked(obs)
+    spans = backticked(obs) or re.findall(r"Evaluate (?:the expression )?(.+?) \(usual", obs)
     if not spans:
         return None
     expr = spans[-1].strip()
