@@ -125,7 +125,7 @@ def test_every_family_validates_and_its_agent_wins_only_when_it_solves(validator
             reward, terminated = _play(pool, code, lambda o: fam.solve(o) or "?", seed)
             assert terminated and reward == 1.0, (name, declared_difficulty(code), seed, code)
             rng = random.Random(i * 100 + seed)
-            reward, _ = _play(pool, code, lambda o: fam.wrong(rng, o, fam.solve(o)), seed)
+            reward, _ = _play(pool, code, lambda o, rng=rng: fam.wrong(rng, o, fam.solve(o)), seed)
             assert 0.0 <= reward <= 1.0
             wrong_wins += reward >= 1.0
     assert wrong_wins <= len(codes) * len(PLAY_SEEDS) // 8, f"{name}: the failure mode won {wrong_wins} episodes"

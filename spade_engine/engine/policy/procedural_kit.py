@@ -32,7 +32,6 @@ __all__ = [
     "pick",
     "ints",
     "off_by",
-    "camel",
     "step_reward",
     "CHAIN",
     "chain_methods",
@@ -40,7 +39,6 @@ __all__ = [
     "eval_expr",
     "EvalError",
     "backticked",
-    "fmt_num",
 ]
 
 
@@ -60,11 +58,6 @@ class Spec:
     @property
     def d(self) -> float:
         return self.difficulty
-
-    def word(self, fallback: Sequence[str]) -> str:
-        """A document word (or one of ``fallback`` when the document has none)."""
-        pool = list(self.words[:12]) or list(fallback)
-        return self.rng.choice(pool)
 
 
 @dataclass(frozen=True)
@@ -109,10 +102,6 @@ def fill(template: str, **subs: object) -> str:
 
 def pick(rng: random.Random, options: Sequence[str]) -> str:
     return options[rng.randrange(len(options))]
-
-
-def camel(word: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in re.split(r"[^a-zA-Z]+", word) if p)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,7 +310,3 @@ def backticked(obs: str) -> list[str]:
     """Every `...` span of an observation, in order."""
     return re.findall(r"`([^`\n]+)`", obs)
 
-
-def fmt_num(v: float, places: int) -> str:
-    """``round(v, places)`` as the environments print it."""
-    return str(round(v, places))

@@ -772,7 +772,7 @@ def _graph_state(obs: str) -> tuple[dict[str, dict[str, int]], str, str, str] | 
     m = list(re.finditer(r"(Corridors|One-way tunnels|Roads with costs): (.*?)\. You are in ([a-z]+)\. Goal: ([a-z]+)\.", obs))
     if not m:
         return None
-    kind, edges_text, here, goal = m[-1].groups()
+    _kind, edges_text, here, goal = m[-1].groups()
     links: dict[str, dict[str, int]] = {}
     for part in edges_text.split(","):
         e = part.strip()

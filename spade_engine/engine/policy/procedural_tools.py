@@ -167,7 +167,6 @@ _INV_MAKE = {
         self._stock = {i: rng.randint(0, 9) for i in items}
         self._target = {i: self._stock[i] + rng.randint(1, self.MAX_ORDER) for i in items}
         self._known = {}
-        self._plan = [(k, None) for k in sorted(items)]
 
     def _status(self):
         parts = []
@@ -339,7 +338,7 @@ def _wrong_inventory(rng: random.Random, obs: str, correct: str | None) -> str:
     tools = _inv_tools(obs)
     if tools is None:
         return "wait"
-    check, order, kind = tools
+    _check, order, kind = tools
     if kind == "restock":
         m = re.findall(r"([a-z]+) (?:\?|\d+)/(\d+)", (re.findall(r"Stock/target: (.*?)\.", obs) or [""])[-1])
         if m:
