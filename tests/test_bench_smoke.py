@@ -33,6 +33,8 @@ CASES = {
                ["query_p50_ms_2000", "baseline_query_p50_ms_2000", "query_speedup_2000", "recall_at_1_2000",
                 "replay_events_per_s", "replay_events_per_s_sequential", "baseline_read_events_per_s"]),
     "loop": (["--quick"], ["envs_per_min", "plays_per_min", "sandbox_share", "frontier_share", "frontier_share_fixed"]),
+    "novelty": (["--n", "16"], ["novel_share", "novel_share_of_proposals", "accepted_share", "s_per_env", "sandbox_share",
+                                "embedding_share"]),
     "dashboard": (["--n", "5000", "--seconds", "2", "--rate", "200"], ["initial_load_s_1m", "sse_lag_p99_ms"]),
     "scale": (["--n", "6", "--repeat", "1", "--partitions", "4", "--no-novelty"],
               ["validations_per_s_1", "validations_per_s_2", "scale_ratio"]),

@@ -50,6 +50,15 @@ SKILLS: dict[str, Skill] = {
         Skill("unit_convert", "scientific quantities: convert and compute with physical units", "science"),
         Skill("tool_use", "tool use: call tools in the right order and follow references", "tool_use"),
         Skill("sort_swaps", "planning: reach a goal state through a sequence of moves", "code"),
+        Skill("gcd_steps", "number theory: run Euclid's algorithm, gcd and lcm step by step", "math"),
+        Skill("linear_equation", "algebra: solve linear equations and small systems exactly", "math"),
+        Skill("truth_table", "propositional logic: evaluate formulas and count satisfying assignments", "logic"),
+        Skill("ordering", "deduction: order items consistently with precedence or comparison facts", "logic"),
+        Skill("graph_path", "graph search: reach a goal through a map within a cost budget", "logic"),
+        Skill("stack_machine", "data structures: simulate stacks, queues and postfix evaluation", "code"),
+        Skill("string_ops", "string manipulation: apply and invert character-level transformations", "code"),
+        Skill("formula", "scientific laws: compute and rearrange physical formulas with units", "science"),
+        Skill("inventory", "tool use: query and update an inventory or price list through tools", "tool_use"),
     )
 }
 

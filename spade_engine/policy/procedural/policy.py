@@ -3,7 +3,8 @@
 It implements the :class:`~spade_engine.policy.protocol.Policy` protocol without a model:
 
 * as **designer** it writes real environment code in the SPADE format from the skill families of
-  :mod:`.families` (>= 6), with difficulty knobs. When ``adaptive``, it sets each
+  :mod:`.families` (16, over the five corpus domains), with difficulty knobs, rule
+  variants, reward schemes and wording grounded on the corpus document. When ``adaptive``, it sets each
   skill's difficulty from the per-skill history of (difficulty, plain win rate, regret) the engine
   passes in ``context["skill_history"]`` (built from RegretEstimated events), steering toward the
   frontier band; otherwise it uses the engine's nominal target difficulty (a fixed-difficulty
@@ -73,10 +74,9 @@ def _inject_defect(code: str, kind: str, rng: random.Random) -> str:
         )
     if kind == "timeout":
         return code.replace("        self.turn_count += 1\n", "        self.turn_count += 1\n        while True:\n            pass\n", 1)
-    if kind == "contract":
-        return re.sub(r"^class (\w+)Env:", r"class \1Game:", code, count=1, flags=re.M).replace(
-            "return \"Correct.\", 1.0, True, False, {}", "return \"Correct.\", 1.0", 1
-        )
+    if kind == "contract":  # no Env class, and the success path returns a 2-tuple
+        code = re.sub(r"^class (\w+)Env:", r"class \1Game:", code, count=1, flags=re.M)
+        return re.sub(r"return (.+), 1\.0, True, False, \{\}$", r"return \1, 1.0", code, count=1, flags=re.M)
     if kind == "unsolvable":
         return code.replace("    def solution(self):\n", "    def solution(self):\n        return [_boxed('no idea')]\n", 1)
     if kind == "nondeterministic":
