@@ -97,22 +97,23 @@ def test_retrain_of_a_run_without_accepted_environments_is_a_clear_error(tmp_pat
     assert res.exit_code == 2 and "no accepted environments" in res.output
 
 
-# One-turn environments a random byte-level model wins about half the time (any digit or one of
-# 15 symbols among ~8 random bytes), so its groups of plays have reward variance to learn from;
-# no probe action of the validator (garbage, empty, boxed...) contains such a character.
+# One-turn environments a random byte-level model wins about a third of the time (one of 15
+# symbols among ~8 random bytes), so its groups of plays have reward variance to learn from; no
+# probe or garbage action of the validator (letters, digits, braces, unicode: sandbox/probes.py)
+# contains such a character.
 SYMBOL_ENV = """
 class Symbol{i}Env:
-    SYMBOLS = set("0123456789#$%&*+;<=>?@^|~")
+    SYMBOLS = set("#$%&*+;<=>?@^|~")
 
     def reset(self, seed=None):
-        return "{theme}: reply with text containing a digit or one of # $ % & * + ; < = > ? @ ^ | ~", {{}}
+        return "{theme}: reply with text containing one of # $ % & * + ; < = > ? @ ^ | ~", {{}}
 
     def step(self, action):
         ok = any(c in self.SYMBOLS for c in str(action))
         return ("Correct." if ok else "Wrong."), (1.0 if ok else 0.0), True, False, {{}}
 
     def solution(self):
-        return ["{i}"]
+        return ["#{i}"]
 """
 THEMES = ["Harbour tides", "Violin strings", "Glacier maps", "Bakery orders"]
 
