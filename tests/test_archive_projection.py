@@ -71,7 +71,8 @@ def test_archive_reflects_the_log(log, archive_url):
     plays = plays_of(eng, "env-0000")
     assert len(plays) == 8 and sum(p["hinted"] for p in plays) == 4 and all(p["turns"] == 1 for p in plays)
     state = archive_state(eng)
-    assert state["counts"] == {"environments": 10, "plays": 8 * 8, "policy_versions": 1}
+    assert state["counts"] == {"environments": 10, "plays": 8 * 8, "estimates": 8, "policy_versions": 1}
+    assert e0["rounds"] == 1 and e0["replays"] == 0 and e0["win_rate_smoothed"] is None  # the fixture records none
     assert state["cursor"] == {"0": len(events) + 1}
     with eng.connect() as conn:
         row = conn.execute(text("SELECT checkpoint_sha256, metrics FROM policy_versions WHERE version='v1'")).one()

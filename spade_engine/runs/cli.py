@@ -111,7 +111,8 @@ def start(
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
     data_dir: DataDirOpt = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (defaults < file < SPADE_* env < flags).", show_default=False)] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (defaults < preset < file < SPADE_* env < flags).", show_default=False)] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="A named config for a new run: laptop (the defaults) or spade-release (the public release's recipe); see `spade-engine config show --preset NAME`.", show_default=False)] = None,
     run: Annotated[Optional[str], typer.Option("--run", help="Resume this run (id or unique prefix).", show_default=False)] = None,
     new: Annotated[bool, typer.Option("--new", help="Always start a new run instead of resuming the latest unfinished one.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
@@ -140,7 +141,7 @@ def start(
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
         if model:
             flags.update({"policy.kind": "transformers", "policy.model": model})
-        cfg = load_config(config, overrides=flags)
+        cfg = load_config(config, overrides=flags, preset=preset)
     else:
         from ..events.store import open_event_log
 
@@ -150,11 +151,11 @@ def start(
         finally:
             log.close()
         if recorded is None:
-            cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
+            cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot}, preset=preset)
         else:
             cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if model or seed is not None or config is not None:
-                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config are ignored[/]")
+            if model or seed is not None or config is not None or preset is not None:
+                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config/--preset are ignored[/]")
     verb = "starting new run" if create else "resuming run"
     console.print(f"[bold]{verb}[/] {run_id}  [dim](data {root}, backend {b}, policy {cfg.policy.kind})[/]")
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
