@@ -339,7 +339,8 @@ class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
     base_model: str = ""
     #: the optimizer state after this update (safetensors), so a restarted trainer resumes exactly
     optimizer: BlobRef | None = None
-    #: the environments whose groups this update consumed (trained or skipped), in order
+    #: the groups this update consumed (trained or skipped), in order: the environment id for an
+    #: environment's first round, ``<env_id>@r<N>`` for its round N (repeated and replay rounds)
     env_ids: list[str] = msgspec.field(default_factory=list)
 
 
