@@ -399,6 +399,10 @@ class ResolvedConfig(BaseModel):
     config: EngineConfig
     sources: dict[str, str]
 
+    def source(self, key: str) -> str:
+        """Where the value of dotted ``key`` came from."""
+        return self.sources.get(canonical_key(key), "default")
+
     def rows(self) -> list[tuple[str, Any, str]]:
         """``(key, value, source)`` for every leaf of the config, in key order."""
         values = flatten(self.config.model_dump(mode="json"))
