@@ -423,10 +423,12 @@ def estimate_regret(
     plays: Sequence[tuple[str, RolloutCompleted]],
     reward: RewardConfig,
 ) -> RegretEstimated:
-    """Regret and designer reward of one environment from its recorded plays (pure).
+    """Regret and designer reward of one environment's single round from its recorded plays (pure).
 
     ``plays`` are ``(event_id, payload)`` pairs; they are ordered by (hinted, index) so the
-    result does not depend on the order the plays were recorded in.
+    result does not depend on the order the plays were recorded in. The loop estimates every
+    round with :func:`spade_engine.engine.rounds.estimate_round` (rounds, smoothing and the
+    learning-potential baseline); this is its one-round form without a baseline.
     """
     ordered = sorted(plays, key=lambda p: (p[1].hinted, p[1].index))
     plain = [p.episode_reward for _, p in ordered if not p.hinted]

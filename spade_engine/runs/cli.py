@@ -60,7 +60,8 @@ def render_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> 
         "novelty",
         f"{stats['accepted']} accepted, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}",
     )
-    head.add_row("plays", f"{stats['plays']} plays, {stats['estimated']} environments estimated")
+    replays = f" ({stats['replays']} level replays)" if stats.get("replays") else ""
+    head.add_row("plays", f"{stats['plays']} plays{replays}, {stats['estimated']} environments estimated")
     band = stats["band_share"]
     head.add_row(
         "regret",
