@@ -403,3 +403,25 @@ def test_config_show_command(tmp_path):
     assert res.exit_code == 2 and "KEY=VALUE" in res.output
     res = runner.invoke(app, ["config", "show", "--set", "replay.p=2"])
     assert res.exit_code == 2 and "replay.p" in res.output
+
+
+def test_projections_read_v1_plays_and_estimates():
+    """A log written before rounds (RolloutCompleted and RegretEstimated v1) still projects: the
+    archive's fast play decoder upcasts old versions, and the estimate is the final round 0."""
+    from spade_engine.archive.records import RolloutSummary, decode_record
+
+    play = make_envelope(RolloutCompleted(env_id="e", play_id="p", hinted=False, seed=1, policy_version="v0",
+                                          episode_reward=1.0, index=0), run_id=RUN, producer="t")
+    payload = {k: v for k, v in play.payload.items() if k != "round"}
+    old = msgspec.structs.replace(play, schema_version=1, payload=payload)
+    event, reason = decode_record(Record(0, 0, old, b""))
+    assert reason is None and isinstance(event, RolloutSummary) and event.round == 0
+    est = make_envelope(RegretEstimated(env_id="e", skill="s", plain_rewards=[1.0], hinted_rewards=[1.0], win_rate_plain=1.0,
+                                        win_rate_hinted=1.0, regret=0.0, designer_reward=0.2), run_id=RUN, producer="t")
+    v1 = {k: v for k, v in est.payload.items() if k not in ("round", "win_rate_smoothed", "designer_final", "replay",
+                                                             "baseline", "baseline_prev")}
+    event, reason = decode_record(Record(0, 1, msgspec.structs.replace(est, schema_version=1, payload=v1), b""))
+    assert reason is None and event.designer_final and event.win_rate_smoothed == 1.0
+    state = RunState(run_id=RUN)
+    state.apply(msgspec.structs.replace(est, schema_version=1, payload=v1))
+    assert state.env("e").final is not None and state.env("e").regret is not None

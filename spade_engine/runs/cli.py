@@ -117,7 +117,7 @@ def start(
     run: Annotated[Optional[str], typer.Option("--run", help="Resume this run (id or unique prefix).", show_default=False)] = None,
     new: Annotated[bool, typer.Option("--new", help="Always start a new run instead of resuming the latest unfinished one.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
-    plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays and hinted plays per environment.", show_default=False)] = None,
+    plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays per round and hinted plays per environment (sets loop.plain_plays and loop.hinted_plays).", show_default=False)] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the live progress panel.")] = True,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
 ) -> None:
@@ -138,6 +138,8 @@ def start(
     boot = bootstrap_or_env(bootstrap)
     run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
     flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train}
+    if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
+        flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
     if create:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
         if model:
