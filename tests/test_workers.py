@@ -123,6 +123,8 @@ def test_a_run_done_by_role_workers_matches_the_single_process_regret(setup) -> 
             w.serve(until_idle=0.3, poll_s=0.1)
     designer.stop_event.set()
     t.join(30)
+    for w in workers:  # the last estimates are rollout inputs too (a next round, if any): drain them
+        w.serve(until_idle=0.3, poll_s=0.1)
     assert reason == ["max_envs"]
     state = RunState.from_log(log)
     assert state.finished and len(state.roots()) == 5
