@@ -17,6 +17,7 @@ import typer
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
+from .config_cli import app as config_app
 from .consumers.cli import app as consumers_app
 from .evaluation.cli import eval_command
 from .sandbox.cli import validate as validate_command
@@ -57,6 +58,7 @@ app.add_typer(archive_app, name="archive")
 app.command("replay")(replay_cmd)
 register_dashboard(app)
 app.add_typer(consumers_app, name="consumers")
+app.add_typer(config_app, name="config")
 app.command("validate")(validate_command)
 app.command("worker")(worker_command)
 app.command("train")(train_command)

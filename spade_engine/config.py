@@ -1,7 +1,10 @@
-"""The one typed configuration of a run: file (TOML) + environment + flags, in that order.
+"""The one typed configuration of a run: defaults < preset < file (TOML) < environment < flags.
 
-Every section is a pydantic model with defaults that run offline on a laptop. The resolved config
-is recorded in the ``RunStarted`` event, so a run can be reproduced from its log.
+Every section is a pydantic model with defaults that run offline on a laptop. A *preset*
+(:mod:`spade_engine.presets`: ``laptop``, ``spade-release``) is a named TOML layer between the
+defaults and the file. The resolved config is recorded in the ``RunStarted`` event, so a run can
+be reproduced from its log; :func:`resolve_config` also says where each value came from
+(``spade-engine config show``).
 
 Environment variables: ``SPADE_<SECTION>__<FIELD>`` (e.g. ``SPADE_LOOP__MAX_ENVS=20``), plus the
 shortcuts ``SPADE_DATA`` (data directory) and ``SPADE_KAFKA_BOOTSTRAP``.
@@ -30,8 +33,12 @@ __all__ = [
     "SandboxConfig",
     "MemoryConfig",
     "RewardConfig",
+    "ReplayConfig",
     "TrainerConfig",
     "load_config",
+    "resolve_config",
+    "ResolvedConfig",
+    "flatten",
 ]
 
 
@@ -81,11 +88,22 @@ class VllmPolicyConfig(_Section):
 
 
 class GenerationConfig(_Section):
-    """Sampling settings of the LLM backends."""
+    """Sampling settings of the LLM backends; the per-role fields (``None``: the shared value)
+    are applied to each request by :meth:`~spade_engine.engine.stages.StageContext.generate`."""
 
     max_new_tokens: int = Field(512, ge=1)
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+    designer_temperature: float | None = Field(None, ge=0.0, description="environment designer (release: 0.6)")
+    agent_temperature: float | None = Field(None, ge=0.0, description="reasoning agent (release: 0.6)")
+    hinter_temperature: float | None = Field(None, ge=0.0, description="hint writer (release: 0.3)")
+    designer_max_new_tokens: int | None = Field(None, ge=1, description="release: 16384")
+    agent_max_new_tokens: int | None = Field(None, ge=1, description="per turn (release: 8192)")
+    hinter_max_new_tokens: int | None = Field(None, ge=1, description="release: 4096")
+
+    def for_role(self, role: str) -> tuple[float | None, int | None]:
+        """``(temperature, max_new_tokens)`` overrides of ``role`` (``None``: the backend's)."""
+        return getattr(self, f"{role}_temperature", None), getattr(self, f"{role}_max_new_tokens", None)
 
 
 #: flat keys of the first config schema -> their section in the split one (upcast on read)
@@ -152,7 +170,22 @@ class LoopConfig(_Section):
     def env_bound(self) -> int | None:
         """``max_envs`` as a bound: ``None`` when the run is unbounded (0, or unset in an old config)."""
         return self.max_envs or None
-    plays_per_env: int = Field(4, ge=1, description="k plain plays and k hinted plays")
+
+    @property
+    def plain_k(self) -> int:
+        """Plain plays per round."""
+        return self.plain_plays or self.plays_per_env
+
+    @property
+    def hinted_k(self) -> int:
+        """Hinted plays of an environment's first round."""
+        return self.hinted_plays or self.plays_per_env
+    plays_per_env: int = Field(4, ge=1, description="k plain plays and k hinted plays (unless plain_plays/hinted_plays)")
+    plain_plays: int | None = Field(None, ge=1, description="plain plays per round; None = plays_per_env (release: 8)")
+    hinted_plays: int | None = Field(None, ge=1, description="hinted plays (first round only); None = plays_per_env (release: 16)")
+    rounds: int = Field(
+        1, ge=1, description="rounds of plain plays per environment before its designer reward (release: 4, the regeneration interval)"
+    )
     turn_limit: int = Field(8, ge=1)
     max_repairs: int = Field(1, ge=0)
     skills: list[str] = Field(default_factory=list, description="empty = every skill family")
@@ -194,13 +227,31 @@ class MemoryConfig(_Section):
 
 
 class RewardConfig(_Section):
-    """Designer reward."""
+    """Designer reward (the variants are :data:`spade_engine.engine.regret.VARIANTS`)."""
 
-    variant: Literal["blend", "solve_rate", "regret", "learning_potential"] = "blend"
+    variant: Literal["blend", "solve_rate", "regret", "learning_potential", "outcome_variance"] = "blend"
     regret_scale: float = Field(0.15, gt=0)
+    regret_weight: float = Field(0.4, ge=0.0, description="blend: weight of clip(regret / regret_scale)")
+    plateau_weight: float = Field(0.6, ge=0.0, description="blend: weight of plateau(win rate)")
     band_low: float = 0.4
     band_high: float = 0.6
+    plateau_ramp: float = Field(0.25, gt=0.0, description="plateau falls to 0 at band_low - ramp and band_high + ramp")
+    lp_gamma_slow: float = Field(
+        0.95, gt=0.0, le=1.0, description="learning_potential: weight of the newest win rate in the skill's slow EMA (release scripts: 0.85)"
+    )
     step_timeout_penalty: float = -0.5
+
+
+class ReplayConfig(_Section):
+    """Prioritised level replay (robust PLR) of archived environments beside the designer."""
+
+    enabled: bool = False
+    p: float = Field(0.5, ge=0.0, le=1.0, description="chance that a curriculum slot replays an archived environment")
+    score: Literal["regret", "pvl"] = Field("regret", description="regret, or positive value loss against the round's mean")
+    temperature: float = Field(0.3, gt=0.0, description="rank prioritisation temperature beta")
+    staleness: float = Field(0.3, ge=0.0, le=1.0, description="staleness mixing coefficient rho")
+    min_candidates: int = Field(4, ge=1, description="no replay before this many environments are replayable")
+    hinted: bool = Field(True, description="replays play hinted plays too, so their regret is measured afresh")
 
 
 class TrainerConfig(_Section):
@@ -211,7 +262,19 @@ class TrainerConfig(_Section):
     clip_low: float = 0.2
     clip_high: float = 0.28
     tis_cap: float = Field(2.0, gt=0)
-    kl_coef: float = 0.0
+    kl_coef: float = Field(0.0, ge=0.0, description="weight of a low-variance KL term to the base model (release: 0, tool use 0.005)")
+    advantage_norm: Literal["none", "group_std"] = Field(
+        "none", description="agent advantages: reward - group mean, or z-scored per group (release: group_std)"
+    )
+    epochs: int = Field(1, ge=1, description="passes over each batch (PPO epochs; >1 makes the clip and the ratio act)")
+    minibatches: int = Field(1, ge=1, description="optimizer steps per epoch (the batch split into this many)")
+    designer_baseline: Literal["window", "batch"] = Field(
+        "window", description="designer advantage: reward - running mean of its skill's last designer_window rewards, or - batch mean per skill"
+    )
+    designer_window: int = Field(8, ge=1, description="past designer rewards per skill in the running baseline")
+    designer_reward_scale: float = Field(1.0, ge=0.0, description="designer advantages times this (release: 32 = 8 plays x 4 rounds)")
+    adam_beta1: float = Field(0.9, ge=0.0, lt=1.0)
+    adam_beta2: float = Field(0.999, ge=0.0, lt=1.0, description="release: 0.98")
     grad_accum: int = Field(1, ge=1)
     max_lag: int = Field(4, ge=0, description="drop rollouts more than this many versions stale")
     batch_groups: int = Field(4, ge=1)
@@ -246,6 +309,7 @@ class EngineConfig(_Section):
     sandbox: SandboxConfig = SandboxConfig()
     memory: MemoryConfig = MemoryConfig()
     reward: RewardConfig = RewardConfig()
+    replay: ReplayConfig = ReplayConfig()
     trainer: TrainerConfig = TrainerConfig()
 
     def with_overrides(self, overrides: dict[str, Any]) -> "EngineConfig":
@@ -299,24 +363,97 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Leaf values of a nested config dict by dotted key (lists are leaves)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[canonical_key(dotted)] = value
+    return out
+
+
+def _merge(data: dict[str, Any], layer: dict[str, Any], label: str, sources: dict[str, str]) -> None:
+    for dotted, value in flatten(layer).items():
+        _set_dotted(data, dotted, value)
+        sources[dotted] = label
+
+
+class ResolvedConfig(BaseModel):
+    """A resolved config and, per dotted key, the layer that set it (``default``, ``preset NAME``,
+    ``file PATH``, ``env NAME``, ``flag``, ``recorded``)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    config: EngineConfig
+    sources: dict[str, str]
+
+    def source(self, key: str) -> str:
+        """Where the value of dotted ``key`` came from."""
+        return self.sources.get(canonical_key(key), "default")
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """``(key, value, source)`` for every leaf of the config, in key order."""
+        values = flatten(self.config.model_dump(mode="json"))
+        return [(k, values[k], self.sources.get(k, "default")) for k in sorted(values)]
+
+
+def resolve_config(
+    path: str | Path | None = None,
+    *,
+    preset: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+    recorded: EngineConfig | None = None,
+) -> ResolvedConfig:
+    """Resolve the config with provenance: defaults < preset < TOML file < ``SPADE_*`` environment
+    < flags. With ``recorded`` (a run's recorded config) the recorded values replace defaults,
+    preset, file and environment; only flags apply on top."""
+    data: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if recorded is not None:
+        _merge(data, recorded.model_dump(mode="json"), "recorded", sources)
+    else:
+        if preset is not None:
+            from .presets import load_preset
+
+            _merge(data, load_preset(preset), f"preset {preset}", sources)
+        if path is not None:
+            _merge(data, _read_toml(Path(path)), f"file {path}", sources)
+        env_map = dict(os.environ if environ is None else environ)
+        for dotted, value in _env_overrides(env_map).items():
+            _set_dotted(data, dotted, value)
+            sources[canonical_key(dotted)] = "env " + (
+                "SPADE_KAFKA_BOOTSTRAP" if dotted == "log.bootstrap" and "SPADE_LOG__BOOTSTRAP" not in env_map
+                else "SPADE_" + dotted.upper().replace(".", "__")
+            )
+    origin = "recorded config" if recorded is not None else (str(path) if path else (f"preset {preset}" if preset else "environment"))
+    cfg = _validate(data, origin)
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if flags:
+        cfg = cfg.with_overrides(flags)
+        for dotted in flags:
+            sources[canonical_key(dotted)] = "flag"
+    return ResolvedConfig(config=cfg, sources=sources)
+
+
 def load_config(
     path: str | Path | None = None,
     *,
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
+    preset: str | None = None,
 ) -> EngineConfig:
-    """Resolve the config: defaults < TOML file < ``SPADE_*`` environment < flags."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {p} does not exist") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
-    env = _env_overrides(dict(os.environ if environ is None else environ))
-    for dotted, value in env.items():
-        _set_dotted(data, dotted, value)
-    cfg = _validate(data, str(path) if path else "environment")
-    return cfg.with_overrides(overrides or {})
+    """Resolve the config: defaults < preset < TOML file < ``SPADE_*`` environment < flags."""
+    return resolve_config(path, preset=preset, overrides=overrides, environ=environ).config

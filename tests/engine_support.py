@@ -26,11 +26,18 @@ def check_chains(log: EventLog, *, k: int, max_repairs: int) -> dict[str, Any]:
         ids[e.event_id] = e.type
         if e.type in ("RunStarted", "RunStopped", "PolicyUpdated"):
             continue
-        d = envs.setdefault(p["env_id"], {"plays": {}})
+        d = envs.setdefault(p["env_id"], {"plays": {}, "later": {}})
+        round_ = p.get("round", 0)
         if e.type == "RolloutCompleted":
             key = (p["hinted"], p["index"])
-            stage_keys[(p["env_id"], e.type, key)] += 1
-            d["plays"][key] = e
+            stage_keys[(p["env_id"], e.type, round_, key)] += 1
+            if round_ == 0:
+                d["plays"][key] = e
+            else:
+                d["later"].setdefault(("plays", round_), {})[key] = e
+        elif round_ or e.type == "EnvironmentReplayed":  # later rounds (check_rounds checks them)
+            stage_keys[(p["env_id"], e.type, round_)] += 1
+            d["later"][(e.type, round_)] = e
         else:
             stage_keys[(p["env_id"], e.type)] += 1
             d[e.type] = e
@@ -68,8 +75,57 @@ def check_chains(log: EventLog, *, k: int, max_repairs: int) -> dict[str, Any]:
             assert play.payload["turns"], f"{env_id}: a play without turns"
         reg = d.get("RegretEstimated")
         assert reg is not None, f"{env_id}: no regret"
-        assert sorted(reg.payload["rollout_ids"]) == sorted(p.event_id for p in d["plays"].values())
+        if not d["later"]:
+            assert sorted(reg.payload["rollout_ids"]) == sorted(p.event_id for p in d["plays"].values())
     summary["envs"] = len(envs)
     summary["roots"] = sum(1 for d in envs.values() if d["EnvironmentProposed"].payload.get("attempt", 0) == 0)
     summary["repairs"] = summary["envs"] - summary["roots"]
     return dict(summary)
+
+
+def check_rounds(log: EventLog, *, plain: int, hinted: int, rounds: int, replay_hinted: bool = True) -> dict[str, Any]:
+    """Assert every accepted environment has all its rounds: designed rounds 0..rounds-1 (plain
+    plays each, hinted ones in round 0) and each replay round (plain, plus hinted with
+    ``replay_hinted``), each with exactly one estimate naming that round's plays, whose plays follow
+    from the hint, the previous round's estimate or the replay choice. Returns counts."""
+    by_env: dict[str, dict[str, Any]] = {}
+    for rec in log.read():
+        e = rec.envelope
+        if e.type not in ("EnvironmentValidated", "HintWritten", "RolloutCompleted", "RegretEstimated", "EnvironmentReplayed"):
+            continue
+        p = e.payload
+        d = by_env.setdefault(p["env_id"], {"plays": {}, "estimates": {}, "replays": {}})
+        r = p.get("round", 0)
+        if e.type == "EnvironmentValidated":
+            d["accepted"] = p["accepted"]
+        elif e.type == "HintWritten":
+            d["hint"] = e.event_id
+        elif e.type == "RolloutCompleted":
+            d["plays"].setdefault(r, []).append(e)
+        elif e.type == "RegretEstimated":
+            assert r not in d["estimates"], f"{p['env_id']}: two estimates of round {r}"
+            d["estimates"][r] = e
+        else:
+            assert r not in d["replays"], f"{p['env_id']}: two replays of round {r}"
+            d["replays"][r] = e
+    counts = Counter()
+    for env_id, d in by_env.items():
+        if not d.get("accepted"):
+            continue
+        counts["accepted"] += 1
+        due = list(range(rounds)) + sorted(d["replays"])
+        assert sorted(d["estimates"]) == due, f"{env_id}: estimated rounds {sorted(d['estimates'])} != {due}"
+        for r in due:
+            plays = d["plays"].get(r, [])
+            replay = r in d["replays"]
+            want_h = hinted if r == 0 else (hinted if replay and replay_hinted else 0)
+            assert sum(1 for x in plays if not x.payload["hinted"]) == plain, (env_id, r)
+            assert sum(1 for x in plays if x.payload["hinted"]) == want_h, (env_id, r)
+            cause = d["hint"] if r == 0 else (d["replays"][r].event_id if replay else d["estimates"][r - 1].event_id)
+            assert all(x.causation_id == cause for x in plays), (env_id, r)
+            est = d["estimates"][r].payload
+            assert {x.event_id for x in plays if not x.payload["hinted"]} <= set(est["rollout_ids"]), (env_id, r)
+            assert est["replay"] == replay and est["designer_final"] == (not replay and r == rounds - 1)
+            counts["rounds"] += 1
+            counts["replays"] += int(replay)
+    return dict(counts)

@@ -71,7 +71,8 @@ def test_archive_reflects_the_log(log, archive_url):
     plays = plays_of(eng, "env-0000")
     assert len(plays) == 8 and sum(p["hinted"] for p in plays) == 4 and all(p["turns"] == 1 for p in plays)
     state = archive_state(eng)
-    assert state["counts"] == {"environments": 10, "plays": 8 * 8, "policy_versions": 1}
+    assert state["counts"] == {"environments": 10, "plays": 8 * 8, "estimates": 8, "policy_versions": 1}
+    assert e0["rounds"] == 1 and e0["replays"] == 0 and e0["win_rate_smoothed"] is None  # the fixture records none
     assert state["cursor"] == {"0": len(events) + 1}
     with eng.connect() as conn:
         row = conn.execute(text("SELECT checkpoint_sha256, metrics FROM policy_versions WHERE version='v1'")).one()
@@ -178,3 +179,34 @@ def test_foreign_database_is_refused(tmp_path):
     engine.dispose()
     with pytest.raises(ArchiveSchemaError, match="not a spade-engine archive"):
         open_engine(url)
+
+
+def _as_v1(envelope):
+    """The envelope as an engine before rounds wrote it (RolloutCompleted / RegretEstimated v1)."""
+    drop = {"RolloutCompleted": ("round",),
+            "RegretEstimated": ("round", "win_rate_smoothed", "designer_final", "replay", "baseline", "baseline_prev")}
+    if envelope.type not in drop:
+        return envelope
+    payload = {k: v for k, v in envelope.payload.items() if k not in drop[envelope.type]}
+    return msgspec.structs.replace(envelope, schema_version=1, payload=payload)
+
+
+def test_archive_of_schema_0002_migrates_to_what_a_rebuild_gives(log, archive_url):
+    """A run recorded before rounds (v1 events) projected at schema 0002 and migrated to 0003
+    equals the archive rebuilt from the log: its one estimate per environment moves into
+    ``estimates`` and each environment gets rounds = 1 and its smoothed win rate."""
+    from alembic import command
+
+    from spade_engine.archive.db import _alembic_config
+
+    proj = _fill(log, archive_url, [_as_v1(e) for e in mixed_run("r1", 10)])
+    rebuilt = dump_archive(proj.engine)
+    assert len(rebuilt["estimates"]) == 8 and all(e["designer_final"] and e["round"] == 0 for e in rebuilt["estimates"])
+    proj.close()
+    engine = make_engine(archive_url)
+    with engine.begin() as conn:
+        command.downgrade(_alembic_config(conn), "0002")
+    assert schema_revision(engine)[0] == "0002"
+    assert migrate(engine) == ("0002", SCHEMA_VERSION)
+    assert dump_archive(engine) == rebuilt
+    engine.dispose()

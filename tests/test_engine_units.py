@@ -108,6 +108,10 @@ def test_regret_floored_and_plateau():
     assert R.plateau(0.5) == 1.0 and R.plateau(0.4) == 1.0 and R.plateau(0.6) == 1.0
     assert R.plateau(0.15) == 0.0 and R.plateau(0.9) == 0.0
     assert R.plateau(0.275) == pytest.approx(0.5) and R.plateau(0.725) == pytest.approx(0.5)
+    # the release's plateau_reward: zero points at band -/+ ramp, for any band and ramp
+    assert R.plateau(0.2, 0.3, 0.5, 0.2) == pytest.approx(0.5) and R.plateau(0.1, 0.3, 0.5, 0.2) == pytest.approx(0.0, abs=1e-12)
+    assert R.plateau(0.65, 0.3, 0.5, 0.2) == pytest.approx(0.25) and R.plateau(0.7, 0.3, 0.5, 0.2) == pytest.approx(0.0, abs=1e-12)
+    assert R.designer_reward(0.0, 0.2, variant="solve_rate", cfg=RewardConfig(band_low=0.3, band_high=0.5, plateau_ramp=0.2)) == pytest.approx(0.5)
 
 
 def test_designer_reward_variants():
@@ -117,8 +121,16 @@ def test_designer_reward_variants():
     assert R.designer_reward(0.5, 0.9, cfg=cfg) == pytest.approx(0.4)
     assert R.designer_reward(0.5, 0.5, variant="solve_rate") == 1.0
     assert R.designer_reward(0.3, 0.9, variant="regret") == 0.3
-    assert R.designer_reward(0.0, 0.5, variant="learning_potential") == 1.0
-    assert R.designer_reward(0.0, 1.0, variant="learning_potential") == 0.0
+    # outcome_variance (the earlier learning_potential): 4 p (1 - p)
+    assert R.designer_reward(0.0, 0.5, variant="outcome_variance") == 1.0
+    assert R.designer_reward(0.0, 1.0, variant="outcome_variance") == 0.0
+    assert R.designer_reward(0.0, 0.25, variant="outcome_variance") == pytest.approx(0.75)
+    # learning_potential (the release's): |w - mu_slow|, mu_slow the EMA after folding in w
+    mu = R.ema_update(0.2, 0.6, 0.85)  # 0.15 * 0.2 + 0.85 * 0.6 = 0.54
+    assert mu == pytest.approx(0.54)
+    assert R.designer_reward(0.0, 0.6, variant="learning_potential", baseline=mu) == pytest.approx(0.06)
+    assert R.designer_reward(0.0, 0.6, variant="learning_potential") == 0.0  # a skill's first: mu = w
+    assert R.ema_update(None, 0.3, 0.85) == 0.3
     assert R.designer_reward(0.9, 0.5, step_timeouts=1) == -0.5
     with pytest.raises(ValueError):
         R.designer_reward(0.1, 0.5, variant="nope")

@@ -32,6 +32,7 @@ def test_catalogue_has_every_pipeline_event():
         "HintWritten",
         "RolloutCompleted",
         "RegretEstimated",
+        "EnvironmentReplayed",
         "PolicyUpdated",
         "RunStopped",
         "EvaluationCompleted",

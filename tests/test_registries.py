@@ -148,9 +148,10 @@ def test_recorded_config_reader(tmp_path: Path) -> None:
 
 
 def test_stage_table_roles_and_inputs() -> None:
-    assert list(STAGES) == ["validate", "repair", "hint", "play", "regret"]
+    assert list(STAGES) == ["validate", "repair", "hint", "play", "regret", "round", "replay"]
     assert role_inputs("validator") == ("EnvironmentProposed",)
-    assert role_inputs("rollout") == ("EnvironmentValidated",)  # the hint it writes starts its plays
+    # the hint it writes starts its first plays; a round's estimate and a replay choice start the later ones
+    assert role_inputs("rollout") == ("EnvironmentValidated", "RegretEstimated", "EnvironmentReplayed")
     assert role_inputs("regret") == ("RolloutCompleted",)
     payload = EnvironmentProposed(env_id="e1", skill="s", difficulty=0.5, code="c", code_sha256="0", policy_version="v0")
     assert output_event_id("run-a", payload) == output_event_id("run-a", payload)

@@ -239,7 +239,7 @@ def test_archive_migrate_command(data, tmp_path):
     res = _cli("archive", "list", "--data-dir", str(root))
     assert res.exit_code == 2 and "schema version 0001" in res.output and "archive migrate" in res.output
     res = _cli("archive", "migrate", "--data-dir", str(root))
-    assert res.exit_code == 0 and "from schema version 0001 to 0002" in res.output
+    assert res.exit_code == 0 and "from schema version 0001 to 0003" in res.output
     res = _cli("archive", "list", "--data-dir", str(root), "--refresh", "--json")
     assert res.exit_code == 0 and len(json.loads(res.output)) == 12
 

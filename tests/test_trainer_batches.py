@@ -63,7 +63,7 @@ def test_groups_complete_at_regret_and_advantages():
     recs = _records(_events("e1", [1.0, 0.0, 0.0, 0.0]))
     for r in recs[:-1]:
         asm.observe(r)
-    assert not asm.ready and len(asm.pending["e1"]) == 4  # the hinted play is not in the group
+    assert not asm.ready and len(asm.pending[("e1", 0)]) == 4  # the hinted play is not in the group
     asm.observe(recs[-1])
     (group,) = asm.take(5)
     samples, stats = build_samples([group], current_step=0, max_lag=4, lag_of=asm.lag, designer=False)
@@ -73,6 +73,7 @@ def test_groups_complete_at_regret_and_advantages():
 
 
 def test_zero_variance_and_stale_are_counted_and_designer_centred_per_skill():
+    """designer_baseline="batch": the release's per-skill centring within the batch."""
     asm = BatchAssembler()
     evs = (
         _events("same", [1.0, 1.0], designer_reward=0.9)
@@ -85,7 +86,7 @@ def test_zero_variance_and_stale_are_counted_and_designer_centred_per_skill():
         asm.observe(r)
     groups = asm.take(10)
     assert [g.env_id for g in groups] == ["same", "old", "new", "solo"]
-    samples, stats = build_samples(groups, current_step=6, max_lag=2, lag_of=asm.lag)
+    samples, stats = build_samples(groups, current_step=6, max_lag=2, lag_of=asm.lag, designer_baseline="batch")
     # "same" (v0, lag 6) and "old" (v1, lag 5) are beyond max_lag 2: their 2 plays and their
     # proposal each are dropped and counted, before any variance check
     assert stats.stale_dropped == (2 + 1) + (2 + 1)
@@ -96,10 +97,11 @@ def test_zero_variance_and_stale_are_counted_and_designer_centred_per_skill():
     # only "new" (math) and "solo" (code) proposals are fresh: one per skill -> no baseline
     assert designer == [] and stats.designer_singletons == 2
 
-    stats2 = build_samples(groups, current_step=0, max_lag=100, lag_of=asm.lag)[1]
+    stats2 = build_samples(groups, current_step=0, max_lag=100, lag_of=asm.lag, designer_baseline="batch")[1]
     assert stats2.zero_variance_groups == 1 and stats2.stale_dropped == 0
-    designer = [s for s in build_samples(groups, current_step=0, max_lag=100, lag_of=asm.lag)[0] if s.role == "designer"]
-    flat = build_samples(groups[1:3], current_step=0, max_lag=100, lag_of=lambda v, s: 0)[1]
+    designer = [s for s in build_samples(groups, current_step=0, max_lag=100, lag_of=asm.lag, designer_baseline="batch")[0]
+                if s.role == "designer"]
+    flat = build_samples(groups[1:3], current_step=0, max_lag=100, lag_of=lambda v, s: 0, designer_baseline="batch")[1]
     assert flat.designer_zero_variance == 0
     by_env = {s.env_id: s.advantage for s in designer}
     # math skill: 0.9, 0.1, 0.3 -> mean 0.4333; code alone -> singleton, dropped
@@ -132,7 +134,10 @@ def test_trainer_reports_counters_and_consumed_in_policy_updated(tmp_path):
     (ev,) = tr.run()
     assert ev.version == "v1" and ev.parent_version == "v0" and ev.env_ids == ["e1", "e2", "e3"]
     assert ev.metrics["zero_variance_groups"] == 1 and ev.metrics["groups_used"] == 2
-    assert ev.metrics["agent_samples"] == 5 and ev.metrics["designer_samples"] == 3
+    # designer baseline "window": e1 is the run's first designer reward (no baseline), e2 is
+    # compared with 0.2, e3 with mean(0.2, 0.5)
+    assert ev.metrics["agent_samples"] == 5 and ev.metrics["designer_samples"] == 2
+    assert ev.metrics["designer_no_baseline"] == 1 and ev.metrics["designer_used_share"] == pytest.approx(2 / 3)
     assert ev.consumed == {"0": len(log) - 1} and log.committed("trainer") == {0: len(log) - 1}
     assert ev.checkpoint.uri.startswith("cas://sha256/") and ev.optimizer is not None
     assert ev.roles == ["agent", "designer"]

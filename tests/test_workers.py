@@ -123,6 +123,8 @@ def test_a_run_done_by_role_workers_matches_the_single_process_regret(setup) -> 
             w.serve(until_idle=0.3, poll_s=0.1)
     designer.stop_event.set()
     t.join(30)
+    for w in workers:  # the last estimates are rollout inputs too (a next round, if any): drain them
+        w.serve(until_idle=0.3, poll_s=0.1)
     assert reason == ["max_envs"]
     state = RunState.from_log(log)
     assert state.finished and len(state.roots()) == 5
@@ -136,3 +138,36 @@ def test_a_run_done_by_role_workers_matches_the_single_process_regret(setup) -> 
         left = [r for r in member.poll(0.2) if r.envelope.type in w.inputs]
         member.close()
         assert left == [], w.role
+
+
+def test_role_workers_play_rounds_and_level_replays(setup) -> None:
+    """Rounds and level replay in distributed mode: the designer records the replay choices, the
+    rollout worker plays each later round from the previous round's estimate or the replay choice,
+    the regret worker estimates each round; the log recomputes every estimate and every choice."""
+    import dataclasses
+
+    from engine_support import check_rounds
+    from spade_engine.engine.level_replay import verify_replays
+
+    log, cfg, ctx = setup
+    cfg = cfg.with_overrides({"loop.rounds": 2, "loop.max_envs": 4, "replay.enabled": True, "replay.p": 0.7,
+                              "replay.min_candidates": 2, "policy.procedural.defect_rate": 0.0})
+    ctx = dataclasses.replace(ctx, cfg=cfg)
+    engine = Engine(log=log, cfg=cfg, ctx=ctx)
+    designer = DesignerWorker(engine, ahead=1)  # one environment at a time: every choice sees finished rounds
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (designer.serve(poll_s=0.05), done.set()), daemon=True)
+    t.start()
+    workers = [ValidatorWorker(log=log, cfg=cfg, ctx=ctx), RolloutWorker(log=log, cfg=cfg, ctx=ctx),
+               RegretWorker(log=log, cfg=cfg, ctx=ctx)]
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not done.wait(0.1):
+        for w in workers:
+            w.serve(until_idle=0.3, poll_s=0.1)
+    designer.stop_event.set()
+    t.join(30)
+    state = RunState.from_log(log)
+    assert state.finished and len(state.roots()) == 4
+    counts = check_rounds(log, plain=K, hinted=K, rounds=2)
+    assert counts["replays"] >= 1 and counts["rounds"] == 2 * counts["accepted"] + counts["replays"], counts
+    assert verify_regrets(log) == [] and verify_replays(log) == []

@@ -78,3 +78,51 @@ def play_round(policy, log, run_id: str, round_no: int, *, n_envs: int = 4, k: i
     log.append(events)
     all_r = [r for rs in rewards_by_env.values() for r in rs]
     return sum(all_r) / len(all_r)
+
+
+def play_curriculum_round(policy, log, run_id: str, cfg, *, n_slots: int = 4, k: int = 8, max_new_tokens: int = 3,
+                          reward=None) -> list:
+    """Like :func:`play_round`, but each slot is a curriculum decision from the log: with level
+    replay on (``cfg.replay``), :func:`~spade_engine.engine.level_replay.choose_replay` may pick
+    an archived environment (recorded as EnvironmentReplayed) whose next round is played instead
+    of a new one. Env ids and estimates are the engine's (``env_id_for``, ``estimate_round``).
+    Returns the replay choices of this round."""
+    from spade_engine.engine.level_replay import choose_replay
+    from spade_engine.engine.pipeline import env_id_for, output_event_id
+    from spade_engine.engine.rounds import estimate_round, round_play_specs
+    from spade_engine.engine.state import RunState
+    from spade_engine.events import EnvironmentValidated
+
+    reward = reward or reward_of
+    state = RunState.from_log(log)
+
+    def append(payload):
+        log.append([make_envelope(payload, run_id=run_id, producer="test", event_id=output_event_id(run_id, payload))])
+        state.refresh(log)
+
+    choices = []
+    for _ in range(n_slots):
+        choice = choose_replay(cfg, state, policy_version=policy.version)
+        if choice is not None:
+            append(choice)
+            choices.append(choice)
+            env_id, round_ = choice.env_id, choice.round
+        else:
+            env_id, round_ = env_id_for(run_id, len(state.roots())), 0
+            append(EnvironmentProposed(env_id=env_id, skill="words", difficulty=0.5, code=CODE,
+                                       code_sha256=hashlib.sha256(CODE.encode()).hexdigest(), policy_version=policy.version))
+            append(EnvironmentValidated(env_id=env_id, valid=True, accepted=True))
+        specs = round_play_specs(cfg.seed, env_id, round_, plain=k, hinted=0)
+        samples = policy.generate([PolicyRequest(role="agent", messages=PROMPT, seed=s.seed, max_new_tokens=max_new_tokens)
+                                   for s in specs])
+        for s, sample in zip(specs, samples):
+            r = reward(sample.completion_token_ids)
+            append(RolloutCompleted(
+                env_id=env_id, play_id=f"{env_id}/r{round_}/p{s.index}", hinted=False, seed=s.seed, policy_version=policy.version,
+                episode_reward=r, terminated=True, index=s.index, round=round_,
+                turns=[Turn(observation="Say a word.", action=sample.text, reward=r, terminated=True, generation=sample.generation())],
+            ))
+        st = state.env(env_id)
+        append(estimate_round(st.proposed, st.all_plays(), cfg, round_=round_, replay=choice is not None,
+                              prev=state.lp_heads.get("words")))
+    return choices

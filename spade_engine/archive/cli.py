@@ -366,6 +366,14 @@ def replay_cmd(
     if into is None:
         into = run_dir / "replays" / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
     result = replay_run(log, into, config, until=target, archive_url=archive_url)
+    replay_choice = None
+    if live is not None:  # level-replay choices recompute from the log before each one's basis
+        from ..engine.level_replay import verify_replays
+
+        wrong = verify_replays(log, config)
+        if wrong:
+            m = wrong[0]
+            replay_choice = f"level replay at slot {m.slot}: {m.field} recorded {m.recorded!r} != recomputed {m.recomputed!r}"
     log.close()
     summary: dict[str, Any] = {
         "run_id": run_id, "into": str(result.directory), "events": result.events,
@@ -376,6 +384,7 @@ def replay_cmd(
     if live is not None:
         with live, open_projections(into, config, archive_url=archive_url) as rebuilt:
             difference = verify_projections(live, rebuilt)
+        difference = difference or replay_choice
         summary["verify"] = "equal" if difference is None else f"first difference: {difference}"
     if as_json:
         print_json(summary)

@@ -5,8 +5,12 @@ novelty, win rates, regret, designer reward), folded idempotently from the log. 
 formed when read, by sorting environments by (proposal time, env_id), so the series does not
 depend on how events of different environments were interleaved in delivery. Each row of
 ``rows()`` is one (window, skill) pair, plus ``skill="*"`` for all skills together: counts,
-validation pass rate, acceptance rate, and means of novelty, plain and hinted win rates, regret
-and designer reward. The snapshot is ``<run dir>/difficulty.json`` (state, cursor, rows).
+validation pass rate, acceptance rate, and means of novelty, plain, hinted and smoothed win
+rates, regret and designer reward, plus how many rounds were estimated and how many of them were
+level replays. An environment's win rates and regret are its latest round's (by offset), its
+designer reward the designer-final estimate's, and its estimated rounds are kept by round number
+(``rounds``), so replays extend its record instead of overwriting it. The snapshot is
+``<run dir>/difficulty.json`` (state, cursor, rows).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ _WANTED = frozenset({"EnvironmentProposed", "EnvironmentValidated", "RegretEstim
 
 DIFFICULTY_FILENAME = "difficulty.json"
 DEFAULT_WINDOW = 10
-_MEANS = ("novelty", "win_rate_plain", "win_rate_hinted", "regret", "designer_reward")
+_MEANS = ("novelty", "win_rate_plain", "win_rate_hinted", "win_rate_smoothed", "regret", "designer_reward")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -98,11 +102,23 @@ class DifficultySeries:
                 if env is not None:
                     env.update(valid=bool(event.valid), accepted=bool(event.accepted), novelty=event.novelty)
             elif isinstance(event, RegretEstimated):
+                env = self.envs.get(event.env_id)
+                if env is None:
+                    env = self.envs[event.env_id] = {"skill": "", "t": record.envelope.occurred_at, "src": {}}
+                # every round is kept (idempotent: one estimate per round)
+                env.setdefault("rounds", {})[str(event.round)] = {
+                    "win_rate_plain": event.win_rate_plain, "replay": bool(event.replay)
+                }
+                self._dirty = True
+                if event.designer_final:
+                    fin = self._env(event.env_id, record, "rf")
+                    if fin is not None:
+                        fin["designer_reward"] = event.designer_reward
                 env = self._env(event.env_id, record, "r")
                 if env is not None:
                     env.update(
                         win_rate_plain=event.win_rate_plain, win_rate_hinted=event.win_rate_hinted,
-                        regret=event.regret, designer_reward=event.designer_reward,
+                        win_rate_smoothed=event.win_rate_smoothed, regret=event.regret,
                     )
                     env["skill"] = env["skill"] or event.skill
         except Exception as exc:  # noqa: BLE001 - never crash on input
@@ -168,6 +184,8 @@ class DifficultySeries:
                     "valid": sum(1 for e in validated if e["valid"]),
                     "accepted": sum(1 for e in validated if e.get("accepted")),
                     "estimated": sum(1 for e in envs if e.get("regret") is not None),
+                    "rounds": sum(len(e.get("rounds", {})) for e in envs),
+                    "replays": sum(1 for e in envs for r in e.get("rounds", {}).values() if r["replay"]),
                 }
                 row["validation_pass_rate"] = round(row["valid"] / len(validated), 12) if validated else None
                 row["acceptance_rate"] = round(row["accepted"] / len(validated), 12) if validated else None

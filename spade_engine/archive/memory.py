@@ -49,6 +49,12 @@ _FORMAT = 1
 _META_FIELDS = ("win_rate_plain", "win_rate_hinted", "regret", "designer_reward")
 
 
+def _band_rate(entry: dict) -> float:
+    """The win rate the frontier band is judged on: the smoothed one where recorded."""
+    w = entry.get("win_rate_smoothed")
+    return float(entry["win_rate_plain"] if w is None else w)
+
+
 _CPUS = max(1, faiss.omp_get_max_threads())  # honours OMP_NUM_THREADS
 _omp_current = [_CPUS]
 
@@ -235,12 +241,12 @@ class EnvironmentMemory:
         pool = [e for e in self.entries if (skill is None or e["skill"] == skill)]
         rated = [e for e in pool if e.get("win_rate_plain") is not None]
         frontier = sorted(
-            (e for e in rated if lo <= e["win_rate_plain"] <= hi),
+            (e for e in rated if lo <= _band_rate(e) <= hi),
             key=lambda e: (-(e.get("regret") or 0.0), e["env_id"]),
         )[:k]
         negatives = []
         for e in rated:
-            w = e["win_rate_plain"]
+            w = _band_rate(e)
             if w >= easy:
                 negatives.append((w - easy, "too easy", e))
             elif w <= hard:
@@ -301,6 +307,8 @@ class EnvironmentMemory:
                     "win_rate_hinted": event.win_rate_hinted, "regret": event.regret,
                     "designer_reward": event.designer_reward,
                 }
+                if event.win_rate_smoothed is not None:  # the band uses the smoothed rate (several rounds)
+                    stats["win_rate_smoothed"] = event.win_rate_smoothed
                 row = self._row.get(event.env_id)
                 if row is not None:
                     entry = self.entries[row]

@@ -1,10 +1,13 @@
-"""The archive's SQL tables (SQLModel): environments, plays, policy versions, projection state.
+"""The archive's SQL tables (SQLModel): environments, plays, estimates, policy versions, projection state.
 
 One row per environment ever proposed says what it is (code, digest, document, skill, lineage),
 what happened to it (verdict and failed check, novelty and nearest neighbour, hint), how hard it
-was for which policy version (play counts, win rates plain and hinted, regret, designer reward)
-and where its events are in the log (first and last offsets). ``SCHEMA_VERSION`` is the Alembic
-head revision these models correspond to (see :mod:`spade_engine.archive.migrations`).
+was for which policy version (play counts, win rates plain, hinted and smoothed and regret of its
+latest round, its designer reward, how many rounds and replays it had) and where its events are
+in the log (first and last offsets). ``estimates`` keeps every round's RegretEstimated, so an
+environment's win-rate series over time (rounds, level replays) is kept, not overwritten.
+``SCHEMA_VERSION`` is the Alembic head revision these models correspond to (see
+:mod:`spade_engine.archive.migrations`).
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Any, Optional
 from sqlalchemy import JSON, Column
 from sqlmodel import Field, SQLModel
 
-__all__ = ["Environment", "Play", "PolicyVersion", "ProjectionState", "SCHEMA_VERSION", "metadata"]
+__all__ = ["Environment", "Play", "Estimate", "PolicyVersion", "ProjectionState", "SCHEMA_VERSION", "metadata"]
 
 #: Alembic revision of the current schema; a database at another revision must be migrated.
-SCHEMA_VERSION = "0002"
+SCHEMA_VERSION = "0003"
 
 
 class Environment(SQLModel, table=True):
@@ -55,6 +58,9 @@ class Environment(SQLModel, table=True):
     regret: Optional[float] = None
     designer_reward: Optional[float] = None
     agent_policy_version: Optional[str] = None
+    win_rate_smoothed: Optional[float] = None
+    rounds: int = 0
+    replays: int = 0
     proposed_at: Optional[str] = None
     partition: int = 0
     first_offset: Optional[int] = None
@@ -82,6 +88,27 @@ class Play(SQLModel, table=True):
     error: Optional[str] = None
     seconds: float = 0.0
     occurred_at: str = ""
+    partition: int = 0
+    offset: int = 0
+    round: int = 0
+
+
+class Estimate(SQLModel, table=True):
+    """One round's RegretEstimated of an environment (its win-rate series)."""
+
+    __tablename__ = "estimates"
+
+    event_id: str = Field(primary_key=True)
+    env_id: str = Field(index=True)
+    round: int = 0
+    replay: bool = False
+    designer_final: bool = True
+    win_rate_plain: float = 0.0
+    win_rate_hinted: float = 0.0
+    win_rate_smoothed: Optional[float] = None
+    regret: float = 0.0
+    designer_reward: float = 0.0
+    policy_version: str = ""
     partition: int = 0
     offset: int = 0
 

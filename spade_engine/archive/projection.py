@@ -1,5 +1,10 @@
 """ArchiveProjection: the environment archive (SQL) as a pure, idempotent fold of the log.
 
+Every round's RegretEstimated is kept as a row of ``estimates`` (the environment's win-rate
+series); the environment row holds the latest round's win rates and regret and the designer-final
+estimate's designer reward, and counts its rounds and level replays (recounted from
+``estimates``, like the play counts from ``plays``).
+
 State lives in the archive database (:mod:`.models`); the projection keeps a write-back cache of
 the environments it touched and the plays and policy versions it saw since the last flush, and
 writes them in one transaction together with its cursor (table ``projection_state``), so the
@@ -33,13 +38,14 @@ from ..events.catalogue import (
 )
 from ..events.log import Cursor, Record
 from .db import open_engine
-from .models import Environment, Play, PolicyVersion, ProjectionState
+from .models import Environment, Estimate, Play, PolicyVersion, ProjectionState
 from .records import RolloutSummary, Skipped, decode_record
 
 __all__ = ["ArchiveProjection", "env_defaults"]
 
 _ENV = Environment.__table__
 _PLAY = Play.__table__
+_EST = Estimate.__table__
 _POLICY = PolicyVersion.__table__
 _STATE = ProjectionState.__table__
 _CACHE_LIMIT = 50_000
@@ -47,15 +53,22 @@ _CACHE_LIMIT = 50_000
 
 _ENV_TEMPLATE: dict[str, Any] = {c.name: None for c in _ENV.columns}
 _ENV_TEMPLATE.update(
-    skill="", code="", code_sha256="", attempt=0, verdict="proposed", plays_plain=0, plays_hinted=0, partition=0
+    skill="", code="", code_sha256="", attempt=0, verdict="proposed", plays_plain=0, plays_hinted=0, partition=0,
+    rounds=0, replays=0,
 )
 _PLAY_ORDER = (
     "event_id", "env_id", "play_id", "hinted", "seed", "policy_version", "episode_reward", "turns",
-    "terminated", "truncated", "step_timeout", "error", "seconds", "occurred_at", "partition", "offset",
+    "terminated", "truncated", "step_timeout", "error", "seconds", "occurred_at", "partition", "offset", "round",
 )
 assert tuple(c.name for c in _PLAY.columns) == _PLAY_ORDER
-_COLUMNS = {t.name: [c.name for c in t.columns] for t in (_ENV, _PLAY, _POLICY, _STATE)}
-_JSON_COLUMNS = {t.name: {c.name for c in t.columns if isinstance(c.type, JSON)} for t in (_ENV, _PLAY, _POLICY, _STATE)}
+_EST_ORDER = (
+    "event_id", "env_id", "round", "replay", "designer_final", "win_rate_plain", "win_rate_hinted", "win_rate_smoothed",
+    "regret", "designer_reward", "policy_version", "partition", "offset",
+)
+assert tuple(c.name for c in _EST.columns) == _EST_ORDER
+_TABLES = (_ENV, _PLAY, _EST, _POLICY, _STATE)
+_COLUMNS = {t.name: [c.name for c in t.columns] for t in _TABLES}
+_JSON_COLUMNS = {t.name: {c.name for c in t.columns if isinstance(c.type, JSON)} for t in _TABLES}
 
 
 def env_defaults(env_id: str) -> dict[str, Any]:
@@ -79,6 +92,7 @@ class ArchiveProjection:
         self._envs: dict[str, dict[str, Any]] = {}
         self._dirty: set[str] = set()
         self._plays: dict[str, tuple] = {}
+        self._estimates: dict[str, tuple] = {}
         self._policies: dict[str, dict[str, Any]] = {}
         self._cursor: Cursor = {}
         self._saved_cursor: Cursor = {}
@@ -126,14 +140,16 @@ class ArchiveProjection:
 
     def flush(self, cursor: Mapping[int, int]) -> None:
         cursor = {int(p): int(o) for p, o in cursor.items()}
-        if not (self._dirty or self._plays or self._policies or self._skipped_dirty) and cursor == self._saved_cursor:
+        if not (self._dirty or self._plays or self._estimates or self._policies or self._skipped_dirty) and cursor == self._saved_cursor:
             return
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         with self.engine.begin() as conn:
             if self._plays:
                 self._upsert(conn, _PLAY, "event_id", list(self._plays.values()), (), tuples=True)
+            if self._estimates:
+                self._upsert(conn, _EST, "event_id", list(self._estimates.values()), (), tuples=True)
             if self._dirty:
-                keep = {"env_id", "plays_plain", "plays_hinted"}
+                keep = {"env_id", "plays_plain", "plays_hinted", "rounds", "replays"}
                 rows = [self._envs[e] for e in sorted(self._dirty)]
                 self._upsert(conn, _ENV, "env_id", rows, [c.name for c in _ENV.columns if c.name not in keep])
                 self._recount(conn, sorted(self._dirty))
@@ -151,6 +167,7 @@ class ArchiveProjection:
         self._cursor = dict(cursor)
         self._dirty.clear()
         self._plays.clear()
+        self._estimates.clear()
         self._policies.clear()
         self._skipped_dirty = False
         self._stored.update(self._envs)
@@ -197,10 +214,16 @@ class ArchiveProjection:
             select(func.count()).select_from(_PLAY)
             .where(_PLAY.c.env_id == _ENV.c.env_id, _PLAY.c.hinted.is_(True)).scalar_subquery()
         )
+        rounds = select(func.count()).select_from(_EST).where(_EST.c.env_id == _ENV.c.env_id).scalar_subquery()
+        replays = (
+            select(func.count()).select_from(_EST)
+            .where(_EST.c.env_id == _ENV.c.env_id, _EST.c.replay.is_(True)).scalar_subquery()
+        )
         for i in range(0, len(env_ids), 500):
             chunk = env_ids[i : i + 500]
             conn.execute(
-                update(_ENV).where(_ENV.c.env_id.in_(chunk)).values(plays_plain=plain, plays_hinted=hinted)
+                update(_ENV).where(_ENV.c.env_id.in_(chunk))
+                .values(plays_plain=plain, plays_hinted=hinted, rounds=rounds, replays=replays)
             )
 
     def _row(self, env_id: str) -> dict[str, Any]:
@@ -272,19 +295,28 @@ class ArchiveProjection:
         self._plays[eid] = (  # in _PLAY_ORDER
             eid, ev.env_id, ev.play_id, ev.hinted, ev.seed, ev.policy_version, ev.episode_reward, ev.turns,
             ev.terminated, ev.truncated, ev.step_timeout, ev.error, ev.seconds, record.envelope.occurred_at,
-            record.partition, record.offset,
+            record.partition, record.offset, ev.round,
         )
 
     def _regret(self, record: Record, ev: RegretEstimated) -> None:
+        eid = record.envelope.event_id
+        self._estimates[eid] = (  # in _EST_ORDER
+            eid, ev.env_id, ev.round, ev.replay, ev.designer_final, ev.win_rate_plain, ev.win_rate_hinted,
+            ev.win_rate_smoothed, ev.regret, ev.designer_reward, ev.policy_version, record.partition, record.offset,
+        )
+        if ev.designer_final:
+            row, fresh = self._touch(ev.env_id, record, "RegretEstimated:final")
+            if fresh:
+                row["designer_reward"] = ev.designer_reward
         row, fresh = self._touch(ev.env_id, record, "RegretEstimated")
+        if not row["skill"]:
+            row["skill"] = ev.skill
         if not fresh:
             return
         row.update(
             win_rate_plain=ev.win_rate_plain, win_rate_hinted=ev.win_rate_hinted, regret=ev.regret,
-            designer_reward=ev.designer_reward, agent_policy_version=ev.policy_version or None,
+            win_rate_smoothed=ev.win_rate_smoothed, agent_policy_version=ev.policy_version or None,
         )
-        if not row["skill"]:
-            row["skill"] = ev.skill
 
     def _policy(self, record: Record, ev: PolicyUpdated) -> None:
         self._policies[ev.version] = {

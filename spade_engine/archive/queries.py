@@ -9,12 +9,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from .models import Environment, Play, PolicyVersion, ProjectionState
+from .models import Environment, Estimate, Play, PolicyVersion, ProjectionState
 
-__all__ = ["list_environments", "count_environments", "get_environment", "plays_of", "policy_versions", "archive_state", "dump_archive"]
+__all__ = [
+    "list_environments", "get_environment", "count_environments", "plays_of", "estimates_of", "policy_versions", "archive_state", "dump_archive",
+]
 
 _ENV = Environment.__table__
 _PLAY = Play.__table__
+_EST = Estimate.__table__
 _POLICY = PolicyVersion.__table__
 _STATE = ProjectionState.__table__
 
@@ -89,6 +92,13 @@ def plays_of(engine: Engine, env_id: str) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute(q).mappings()]
 
 
+def estimates_of(engine: Engine, env_id: str) -> list[dict[str, Any]]:
+    """An environment's estimates, one per round, in round order (its win-rate series)."""
+    with engine.connect() as conn:
+        q = select(_EST).where(_EST.c.env_id == env_id).order_by(_EST.c.round, _EST.c.partition, _EST.c.offset)
+        return [dict(r) for r in conn.execute(q).mappings()]
+
+
 def policy_versions(engine: Engine) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(select(_POLICY).order_by(_POLICY.c.step, _POLICY.c.version)).mappings()]
@@ -103,6 +113,7 @@ def archive_state(engine: Engine) -> dict[str, Any]:
         counts = {
             "environments": conn.execute(select(func.count()).select_from(_ENV)).scalar_one(),
             "plays": conn.execute(select(func.count()).select_from(_PLAY)).scalar_one(),
+            "estimates": conn.execute(select(func.count()).select_from(_EST)).scalar_one(),
             "policy_versions": conn.execute(select(func.count()).select_from(_POLICY)).scalar_one(),
         }
     skipped: dict[str, int] = {}
@@ -120,7 +131,8 @@ def dump_archive(engine: Engine) -> dict[str, Any]:
     with engine.connect() as conn:
         envs = [_norm(dict(r)) for r in conn.execute(select(_ENV).order_by(_ENV.c.env_id)).mappings()]
         plays = [_norm(dict(r)) for r in conn.execute(select(_PLAY).order_by(_PLAY.c.event_id)).mappings()]
+        estimates = [_norm(dict(r)) for r in conn.execute(select(_EST).order_by(_EST.c.event_id)).mappings()]
         pols = [_norm(dict(r)) for r in conn.execute(select(_POLICY).order_by(_POLICY.c.version)).mappings()]
         st = conn.execute(select(_STATE).where(_STATE.c.name == "archive")).mappings().first()
     state = {"cursor": dict(st["cursor"]), "skipped": dict(st["skipped"])} if st else {}
-    return {"state": state, "environments": envs, "plays": plays, "policy_versions": pols}
+    return {"state": state, "environments": envs, "plays": plays, "estimates": estimates, "policy_versions": pols}

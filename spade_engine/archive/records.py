@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from ..events.catalogue import EVENT_TYPES, RolloutCompleted
+from ..events.catalogue import EVENT_TYPES, RolloutCompleted, upcast
 from ..events.errors import EventError, FutureSchemaVersion, MalformedEvent, UnknownEventType
 from ..events.log import Record
 
@@ -29,11 +29,15 @@ def decode_record(record: Record) -> tuple[Any, str | None]:
         return cached[2], cached[3]
     event: Any = None
     reason: str | None = None
-    if env.type == "RolloutCompleted" and env.schema_version == RolloutCompleted.VERSION:
+    if env.type == "RolloutCompleted" and env.schema_version <= RolloutCompleted.VERSION:
         # the most frequent and largest event: projections need its summary, not its turns
+        # (older versions are upcast first, so every version gives the same summary type)
         try:
-            event = _rollout_decoder(env.payload)
-        except (msgspec.ValidationError, TypeError, ValueError):
+            payload = env.payload if env.schema_version == RolloutCompleted.VERSION else upcast(
+                env.type, env.schema_version, env.payload
+            )
+            event = _rollout_decoder(payload)
+        except (msgspec.ValidationError, TypeError, ValueError, EventError):
             reason = "malformed RolloutCompleted"
     elif env.type not in EVENT_TYPES:
         reason = f"unknown type {env.type}"
@@ -79,6 +83,7 @@ class RolloutSummary(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     seconds: float = 0.0
     index: int = 0
+    round: int = 0
 
 
 def _rollout_decoder(payload: dict[str, Any]) -> RolloutSummary:

@@ -36,6 +36,7 @@ from ..events.catalogue import EventPayload, RunStarted, RunStopped
 from ..events.codec import make_envelope
 from ..events.log import EventLog
 from . import stages
+from .level_replay import choose_replay
 from .pipeline import load_latest_policy, new_env, next_stage, output_event_id, run_stage
 from .state import EnvState, RunState
 
@@ -202,6 +203,8 @@ class Engine:
             self._maybe_load_policy()
             pending = self._pending()
             if pending is not None:
+                if self._next_stage(pending) in ("round", "replay"):
+                    self._train(flush=False)  # a later round of an environment: train on what is complete first
                 self._advance(pending)
                 continue
             n = len(self.state.roots())
@@ -209,6 +212,8 @@ class Engine:
                 self._train(flush=True)
                 return "max_envs"
             self._train(flush=False)
+            if self._replay():
+                continue
             self._new_env(n)
 
     # -- work selection ------------------------------------------------------------------------
@@ -228,6 +233,17 @@ class Engine:
     def _new_env(self, index: int) -> None:
         payload = self.proposer(self, index) if self.proposer is not None else new_env(self.ctx, self.state, index)
         self._append(payload)
+
+    def _replay(self) -> bool:
+        """Level replay (``replay.enabled``): record the slot's choice when it replays an archived
+        environment (:func:`.level_replay.choose_replay`; its plays are then the pending work)."""
+        if self.proposer is not None or not self.cfg.replay.enabled:
+            return False
+        choice = choose_replay(self.cfg, self.state, policy_version=self.ctx.policy.version)
+        if choice is None:
+            return False
+        self._append(choice)
+        return True
 
     def _train(self, *, flush: bool) -> None:
         """Training between environments: the in-process trainer (if any) trains on every group

@@ -13,13 +13,21 @@ Stages of one environment, in order::
     validate  EnvironmentProposed  -> EnvironmentValidated   (validator)
     repair    EnvironmentValidated -> EnvironmentProposed    (designer; invalid ones, up to loop.max_repairs)
     hint      EnvironmentValidated -> HintWritten            (rollout; accepted ones; + garbage probe)
-    play      HintWritten          -> RolloutCompleted x 2k  (rollout)
-    regret    RolloutCompleted     -> RegretEstimated        (regret; once all 2k plays are in)
+    play      HintWritten          -> RolloutCompleted x (plain + hinted)   (rollout; round 0)
+    regret    RolloutCompleted     -> RegretEstimated        (regret; once a round's plays are in)
+    round     RegretEstimated      -> RolloutCompleted x plain              (rollout; designed rounds 1..loop.rounds-1)
+    replay    EnvironmentReplayed  -> RolloutCompleted x (plain [+ hinted]) (rollout; a level-replay round)
+
+Rounds (:mod:`.rounds`) are played in order: a round is open until its RegretEstimated exists;
+the due rounds of an environment are its designed rounds and the rounds its level-replay choices
+(:mod:`.level_replay`) added.
 """
 
 from __future__ import annotations
 
 import uuid
+
+import msgspec
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,13 +35,14 @@ from typing import Any
 from ..config import EngineConfig
 from ..events.catalogue import (
     EnvironmentProposed,
+    EnvironmentReplayed,
     EnvironmentValidated,
     EventPayload,
     HintWritten,
     RegretEstimated,
     RolloutCompleted,
 )
-from . import stages
+from . import rounds, stages
 from .state import EnvState, RunState
 
 __all__ = [
@@ -44,6 +53,8 @@ __all__ = [
     "env_id_for",
     "output_event_id",
     "next_stage",
+    "due_rounds",
+    "open_round",
     "missing_plays",
     "new_env",
     "run_stage",
@@ -68,10 +79,14 @@ def _index_of(env_id: str) -> int:
 
 
 def output_event_id(run_id: str, payload: EventPayload) -> str:
-    """The deterministic event id of a stage output: one per (run, type, environment, play slot)."""
+    """The deterministic event id of a stage output: one per (run, type, environment, play slot),
+    and per round for rounds after the first (so a first round keeps the ids it always had)."""
     parts = [run_id, payload.TYPE, str(getattr(payload, "env_id", ""))]
     if isinstance(payload, RolloutCompleted):
         parts += ["hinted" if payload.hinted else "plain", str(payload.index)]
+    round_ = getattr(payload, "round", 0) if isinstance(payload, (RolloutCompleted, RegretEstimated, EnvironmentReplayed)) else 0
+    if round_:
+        parts.append(f"round{round_}")
     return str(uuid.uuid5(_NS, "/".join(parts)))
 
 
@@ -96,18 +111,39 @@ def _hint(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, s
     emit(stages.write_hint(ctx, st.proposed), st.validated_id)  # type: ignore[arg-type]
 
 
+def _round_cause(st: EnvState, round_: int) -> str | None:
+    """What a round's plays follow from: the hint (round 0), the level-replay choice, or the
+    previous round's estimate."""
+    if round_ == 0:
+        return st.hint_id
+    if round_ in st.replays:
+        return st.replays[round_][0]
+    prev = st.estimates.get(round_ - 1)
+    return prev[0] if prev else st.hint_id
+
+
 def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
-    hint_id = st.hint_id
-    stages.play(
-        ctx, st.proposed, st.hint, missing_plays(ctx.cfg, st), on_done=lambda payload: emit(payload, hint_id),  # type: ignore[arg-type]
-        should_stop=should_stop,
-    )
+    round_ = open_round(ctx.cfg, st) or 0
+    cause = _round_cause(st, round_)
+
+    def done(payload: RolloutCompleted) -> None:
+        if round_:
+            kind = "h" if payload.hinted else "p"
+            payload = msgspec.structs.replace(payload, round=round_, play_id=f"{payload.env_id}/r{round_}/{kind}{payload.index}")
+        emit(payload, cause)
+
+    stages.play(ctx, st.proposed, st.hint, missing_plays(ctx.cfg, st, round_), on_done=done, should_stop=should_stop)  # type: ignore[arg-type]
 
 
 def _regret(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
-    plays = [st.plays[key] for key in sorted(st.plays)]
-    probe = st.hint.garbage_probe if st.hint is not None else None
-    emit(stages.estimate_regret(st.proposed, plays, ctx.cfg.reward, probe), st.hint_id)  # type: ignore[arg-type]
+    round_ = open_round(ctx.cfg, st) or 0
+    p = st.proposed
+    assert p is not None
+    est = rounds.estimate_round(
+        p, st.all_plays(), ctx.cfg, round_=round_, replay=round_ in st.replays, prev=state.lp_heads.get(p.skill),
+        probe=st.hint.garbage_probe if st.hint is not None else None,
+    )
+    emit(est, _round_cause(st, round_))
 
 
 Handler = Callable[[stages.StageContext, RunState, EnvState, Emit, Callable[[], bool]], None]
@@ -132,6 +168,8 @@ STAGES: dict[str, Stage] = {
         Stage("hint", EnvironmentValidated.TYPE, (HintWritten.TYPE,), "rollout", _hint),
         Stage("play", HintWritten.TYPE, (RolloutCompleted.TYPE,), "rollout", _play),
         Stage("regret", RolloutCompleted.TYPE, (RegretEstimated.TYPE,), "regret", _regret),
+        Stage("round", RegretEstimated.TYPE, (RolloutCompleted.TYPE,), "rollout", _play),
+        Stage("replay", EnvironmentReplayed.TYPE, (RolloutCompleted.TYPE,), "rollout", _play),
     )
 }
 
@@ -153,8 +191,6 @@ def role_inputs(role: str) -> tuple[str, ...]:
 
 def next_stage(cfg: EngineConfig, st: EnvState) -> str | None:
     """The stage environment ``st`` needs next (a key of :data:`STAGES`), or None when done."""
-    if st.regret is not None:
-        return None
     if st.validated is None:
         return "validate"
     if st.repairable:
@@ -165,15 +201,33 @@ def next_stage(cfg: EngineConfig, st: EnvState) -> str | None:
         return None
     if st.hint is None:
         return "hint"
-    if missing_plays(cfg, st):
-        return "play"
+    round_ = open_round(cfg, st)
+    if round_ is None:
+        return None
+    if missing_plays(cfg, st, round_):
+        return "play" if round_ == 0 else ("replay" if round_ in st.replays else "round")
     return "regret"
 
 
-def missing_plays(cfg: EngineConfig, st: EnvState) -> list:
-    """The play specs of ``st`` not yet recorded."""
-    k = cfg.loop.plays_per_env
-    return [s for s in stages.play_specs(cfg.seed, st.env_id, k) if (s.hinted, s.index) not in st.plays]
+def due_rounds(cfg: EngineConfig, st: EnvState) -> list[int]:
+    """The rounds environment ``st`` is to be played in: its designed rounds, then its replays."""
+    return list(range(cfg.loop.rounds)) + sorted(r for r in st.replays if r >= cfg.loop.rounds)
+
+
+def open_round(cfg: EngineConfig, st: EnvState) -> int | None:
+    """The first due round without its estimate (a round is complete once estimated), or None."""
+    for r in due_rounds(cfg, st):
+        if r not in st.estimates:
+            return r
+    return None
+
+
+def missing_plays(cfg: EngineConfig, st: EnvState, round_: int = 0) -> list:
+    """The play specs of round ``round_`` of ``st`` not yet recorded."""
+    hinted = rounds.hinted_count(cfg, round_, replay=round_ in st.replays)
+    specs = rounds.round_play_specs(cfg.seed, st.env_id, round_, plain=cfg.loop.plain_k, hinted=hinted)
+    recorded = st.plays_of(round_)
+    return [s for s in specs if (s.hinted, s.index) not in recorded]
 
 
 def new_env(ctx: stages.StageContext, state: RunState, index: int) -> EventPayload:

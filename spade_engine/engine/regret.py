@@ -4,19 +4,33 @@
 * a play is *won* when its episode reward reaches 1.0 (solved); the win rate is the share of won
   plays;
 * regret = mean(hinted rewards) - mean(plain rewards), floored at 0;
-* designer reward variants (:data:`VARIANTS`; before the per-skill centring the trainer applies
-  with :func:`spade_engine.trainer.losses.centre_per_skill`):
+* designer reward variants (:data:`VARIANTS`, each ``f(regret, w, cfg, baseline)`` with ``w``
+  the smoothed plain win rate; before the trainer's baseline and scale,
+  :mod:`spade_engine.trainer.baselines`):
 
-  - ``blend`` (default): ``0.4 * clip(regret / 0.15, 0, 1) + 0.6 * plateau(win_rate)``, where
-    ``plateau`` is 1 for a win rate in [0.4, 0.6] and falls linearly to 0 at <= 0.15 and >= 0.85;
-  - ``solve_rate``: ``plateau(win_rate)`` alone (reward environments the agent solves about half
-    the time);
-  - ``regret``: regret alone;
-  - ``learning_potential``: ``4 * p * (1 - p)`` with ``p`` the plain win rate (the variance of a
-    play's outcome, maximal at p = 0.5), a per-environment, order-free form of the learning
-    signal so that replay gives the same number;
+  - ``blend`` (default): ``regret_weight * clip(regret / regret_scale, 0, 1) + plateau_weight *
+    plateau(w)`` = ``0.4 * clip(regret / 0.15, 0, 1) + 0.6 * plateau(w)``, the release's blend
+    recipe (``recompute_delayed_env_rewards_blend`` with ``--spade-regret-floor``, plateau weight
+    0.6, regret weight 0.4, regret scale 0.15);
+  - ``solve_rate``: ``plateau(w)`` alone (the release's solve-rate ablation: blend with plateau
+    weight 1, regret weight 0);
+  - ``regret``: regret alone (the release's ``regret_based`` raw signal, floored at 0);
+  - ``learning_potential``: ``|w - mu_slow|`` with ``mu_slow`` the skill's slow EMA of win rates
+    after folding in ``w`` (``mu <- (1 - g) * mu + g * w``, first value ``mu = w``, ``g =
+    reward.lp_gamma_slow``), exactly the release's ``recompute_delayed_env_rewards`` raw signal
+    ``|accumulated win rate - mu_slow|`` with its LP tracker updated before the baselines
+    (``update_lp=True``) and ``LearningPotential.update`` (``spade/core/learning_potential.py``);
+    the release updates once per delayed batch of a skill, this engine once per environment;
+  - ``outcome_variance``: ``4 * w * (1 - w)`` (the variance of a play's outcome, maximal at w =
+    0.5): this engine's earlier ``learning_potential``, kept under its own name;
 
-* any ``step()`` timeout in the plays scores the environment ``step_timeout_penalty`` (-0.5).
+  where ``plateau(w)`` is 1 in ``[band_low, band_high]`` and falls linearly to 0 at ``band_low -
+  plateau_ramp`` and ``band_high + plateau_ramp`` (the release's ``plateau_reward(win_rate, lo,
+  hi, ramp)``: ``max(0, 1 - (lo - w) / ramp)`` below the band, ``max(0, 1 - (w - hi) / ramp)``
+  above; ramp 0.25 gives 0 at <= 0.15 and >= 0.85 for the default band);
+
+* any ``step()`` timeout in the plays scores the environment ``step_timeout_penalty`` (-0.5, the
+  release's ``STEP_TIMEOUT_PENALTY``).
 
 Nothing here reads clocks or random state: replaying the log reproduces every number exactly.
 """
@@ -35,6 +49,7 @@ __all__ = [
     "win_rate",
     "regret",
     "plateau",
+    "ema_update",
     "designer_reward",
     "RegretResult",
     "estimate",
@@ -43,8 +58,6 @@ __all__ = [
 ]
 
 WIN_THRESHOLD = 1.0 - 1e-9
-PLATEAU_ZERO_LOW = 0.15
-PLATEAU_ZERO_HIGH = 0.85
 
 
 def episode_reward(last_step_reward: float | None, terminated: bool) -> float:
@@ -68,19 +81,14 @@ def regret(plain: Sequence[float], hinted: Sequence[float]) -> float:
     return max(0.0, mean(hinted) - mean(plain))
 
 
-def plateau(
-    w: float,
-    low: float = 0.4,
-    high: float = 0.6,
-    zero_low: float = PLATEAU_ZERO_LOW,
-    zero_high: float = PLATEAU_ZERO_HIGH,
-) -> float:
-    """1 in [low, high], linear down to 0 at ``zero_low`` and ``zero_high``, 0 outside."""
-    if low <= w <= high:
-        return 1.0
+def plateau(w: float, low: float = 0.4, high: float = 0.6, ramp: float = 0.25) -> float:
+    """1 in [low, high], ``max(0, 1 - (low - w) / ramp)`` below, ``max(0, 1 - (w - high) / ramp)``
+    above (the release's ``plateau_reward``)."""
     if w < low:
-        return 0.0 if w <= zero_low else (w - zero_low) / (low - zero_low)
-    return 0.0 if w >= zero_high else (zero_high - w) / (zero_high - high)
+        return max(0.0, 1.0 - (low - w) / ramp)
+    if w > high:
+        return max(0.0, 1.0 - (w - high) / ramp)
+    return 1.0
 
 
 def in_band(w: float, low: float = 0.4, high: float = 0.6) -> bool:
@@ -88,33 +96,51 @@ def in_band(w: float, low: float = 0.4, high: float = 0.6) -> bool:
     return low <= w <= high
 
 
-def _blend(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
-    """``0.4 * clip(regret / regret_scale, 0, 1) + 0.6 * plateau(win_rate)``."""
-    p = plateau(win_rate_plain, cfg.band_low, cfg.band_high)
-    return 0.4 * min(1.0, max(0.0, regret_value / cfg.regret_scale)) + 0.6 * p
+def ema_update(prev: float | None, value: float, gamma: float) -> float:
+    """The release's ``LearningPotential.update`` of one moving average: ``value`` when there is
+    no previous value, else ``(1 - gamma) * prev + gamma * value`` (``gamma`` weighs the new value)."""
+    if prev is None:
+        return float(value)
+    return (1.0 - gamma) * float(prev) + gamma * float(value)
 
 
-def _solve_rate(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
-    """``plateau(win_rate)``."""
-    return plateau(win_rate_plain, cfg.band_low, cfg.band_high)
+def _plateau(w: float, cfg: RewardConfig) -> float:
+    return plateau(w, cfg.band_low, cfg.band_high, cfg.plateau_ramp)
 
 
-def _regret_only(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
+def _blend(regret_value: float, w: float, cfg: RewardConfig, baseline: float | None = None) -> float:
+    """``regret_weight * clip(regret / regret_scale, 0, 1) + plateau_weight * plateau(w)``."""
+    return cfg.regret_weight * min(1.0, max(0.0, regret_value / cfg.regret_scale)) + cfg.plateau_weight * _plateau(w, cfg)
+
+
+def _solve_rate(regret_value: float, w: float, cfg: RewardConfig, baseline: float | None = None) -> float:
+    """``plateau(w)``."""
+    return _plateau(w, cfg)
+
+
+def _regret_only(regret_value: float, w: float, cfg: RewardConfig, baseline: float | None = None) -> float:
     """``regret``."""
     return float(regret_value)
 
 
-def _learning_potential(regret_value: float, win_rate_plain: float, cfg: RewardConfig) -> float:
-    """``4 * p * (1 - p)`` with ``p`` the plain win rate."""
-    return 4.0 * win_rate_plain * (1.0 - win_rate_plain)
+def _learning_potential(regret_value: float, w: float, cfg: RewardConfig, baseline: float | None = None) -> float:
+    """``|w - mu_slow|``, ``mu_slow`` the skill's slow EMA including ``w`` (``w`` itself when
+    no baseline is given: a skill's first environment scores 0, as in the release)."""
+    return abs(float(w) - (float(w) if baseline is None else float(baseline)))
 
 
-#: every designer reward variant: ``reward.variant`` -> ``f(regret, plain win rate, cfg)``
-VARIANTS: dict[str, Callable[[float, float, RewardConfig], float]] = {
+def _outcome_variance(regret_value: float, w: float, cfg: RewardConfig, baseline: float | None = None) -> float:
+    """``4 * w * (1 - w)``."""
+    return 4.0 * w * (1.0 - w)
+
+
+#: every designer reward variant: ``reward.variant`` -> ``f(regret, smoothed win rate, cfg, baseline)``
+VARIANTS: dict[str, Callable[..., float]] = {
     "blend": _blend,
     "solve_rate": _solve_rate,
     "regret": _regret_only,
     "learning_potential": _learning_potential,
+    "outcome_variance": _outcome_variance,
 }
 
 
@@ -125,15 +151,18 @@ def designer_reward(
     variant: str = "blend",
     step_timeouts: int = 0,
     cfg: RewardConfig | None = None,
+    baseline: float | None = None,
 ) -> float:
-    """The designer's reward for one environment (see the module docstring and :data:`VARIANTS`)."""
+    """The designer's reward for one environment (see the module docstring and :data:`VARIANTS`);
+    ``win_rate_plain`` is the (smoothed) plain win rate, ``baseline`` the skill's slow EMA
+    (``learning_potential``)."""
     cfg = cfg or RewardConfig()
     fn = VARIANTS.get(variant)
     if fn is None:
         raise ValueError(f"unknown designer reward variant {variant!r} (expected one of {', '.join(VARIANTS)})")
     if step_timeouts > 0:
         return float(cfg.step_timeout_penalty)
-    return float(fn(regret_value, win_rate_plain, cfg))
+    return float(fn(regret_value, win_rate_plain, cfg, baseline))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Recomputing every RegretEstimated of a run from the plays it names, to audit a log.
 
-The regret stage is a pure function of recorded RolloutCompleted events, the garbage probe
-recorded in HintWritten and the reward config recorded in RunStarted, so replaying the log must
-give exactly the recorded numbers;
-:func:`verify_regrets` lists every environment where it does not.
+The regret stage is a pure function of recorded RolloutCompleted events, the garbage probe recorded
+in HintWritten, the config recorded in RunStarted and, for the learning-potential baseline, the estimate its ``baseline_prev`` names
+(:func:`spade_engine.engine.rounds.estimate_round`), so replaying the log must give exactly the
+recorded numbers; :func:`verify_regrets` lists every environment where it does not. Estimates
+upcast from v1 (no recorded baseline) are checked on everything but the baseline.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from ..config import EngineConfig, RewardConfig
 from ..events.catalogue import EnvironmentProposed, GarbageProbe, HintWritten, RegretEstimated, RolloutCompleted, RunStarted
 from ..events.errors import EventError
 from ..events.log import EventLog
-from .stages import estimate_regret
+from .rounds import estimate_round
 
 __all__ = ["RegretMismatch", "recompute_regrets", "verify_regrets"]
 
 _FIELDS = ("plain_rewards", "hinted_rewards", "win_rate_plain", "win_rate_hinted", "regret", "designer_reward",
-           "reward_variant", "step_timeouts", "rollout_ids", "trivial", "garbage_reward")
+           "reward_variant", "step_timeouts", "rollout_ids", "round", "win_rate_smoothed", "designer_final", "replay",
+           "trivial", "garbage_reward")
+_BASELINE_FIELDS = ("baseline", "baseline_prev")
 
 
 @dataclass(frozen=True)
@@ -33,19 +36,24 @@ class RegretMismatch:
 def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list[tuple[RegretEstimated, RegretEstimated]]:
     """``(recorded, recomputed)`` for every RegretEstimated in the log.
 
-    The reward config is the one recorded by the run's first RunStarted unless given.
+    The config is the one recorded by the run's first RunStarted (its reward section replaced
+    by ``reward`` when given); each estimate is recomputed with the variant it records.
     """
+    cfg: EngineConfig | None = None
     proposals: dict[str, EnvironmentProposed] = {}
     probes: dict[str, GarbageProbe | None] = {}
     plays: dict[str, tuple[str, RolloutCompleted]] = {}
-    regrets: list[RegretEstimated] = []
+    regrets: list[tuple[str, RegretEstimated]] = []
     for rec in log.read():
         try:
             ev = rec.envelope.event()
         except EventError:
             continue
-        if isinstance(ev, RunStarted) and reward is None:
-            reward = EngineConfig.model_validate(ev.config).reward
+        if isinstance(ev, RunStarted) and cfg is None:
+            try:
+                cfg = EngineConfig.model_validate(ev.config)
+            except Exception:  # noqa: BLE001 - a foreign config: the defaults
+                cfg = EngineConfig()
         elif isinstance(ev, EnvironmentProposed):
             proposals.setdefault(ev.env_id, ev)
         elif isinstance(ev, HintWritten):
@@ -53,12 +61,20 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
         elif isinstance(ev, RolloutCompleted):
             plays[rec.envelope.event_id] = (rec.envelope.event_id, ev)
         elif isinstance(ev, RegretEstimated):
-            regrets.append(ev)
-    reward = reward or RewardConfig()
+            regrets.append((rec.envelope.event_id, ev))
+    cfg = cfg or EngineConfig()
+    if reward is not None:
+        cfg = cfg.model_copy(update={"reward": reward})
+    by_id = dict(regrets)
     out = []
-    for r in regrets:
+    for _, r in regrets:
         used = [plays[i] for i in r.rollout_ids if i in plays]
-        out.append((r, estimate_regret(proposals[r.env_id], used, reward, probes.get(r.env_id))))
+        prev = None
+        if r.baseline_prev is not None and r.baseline_prev in by_id and by_id[r.baseline_prev].baseline is not None:
+            prev = (r.baseline_prev, float(by_id[r.baseline_prev].baseline))  # type: ignore[arg-type]
+        c = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"variant": r.reward_variant})})
+        out.append((r, estimate_round(proposals[r.env_id], used, c, round_=r.round, replay=r.replay, prev=prev,
+                                    probe=probes.get(r.env_id))))
     return out
 
 
@@ -66,7 +82,8 @@ def verify_regrets(log: EventLog, reward: RewardConfig | None = None) -> list[Re
     """Every field where a recomputed regret differs from the recorded one (empty = exact)."""
     bad = []
     for recorded, again in recompute_regrets(log, reward):
-        for f in _FIELDS:
+        fields = _FIELDS + (_BASELINE_FIELDS if recorded.baseline is not None else ())
+        for f in fields:
             a, b = getattr(recorded, f), getattr(again, f)
             if a != b:
                 bad.append(RegretMismatch(recorded.env_id, f, a, b))

@@ -19,6 +19,7 @@ run's own suffix).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import re
@@ -149,7 +150,10 @@ class StageContext:
         return list(self.cfg.loop.skills) or list(SKILLS)
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
-        """The policy's samples for ``requests`` (one batched call), timed into ``timings.policy``."""
+        """The policy's samples for ``requests`` (one batched call), timed into ``timings.policy``.
+        A request without its own temperature or token limit gets its role's from
+        ``policy.generation`` (:meth:`~spade_engine.config.GenerationConfig.for_role`)."""
+        requests = [_role_defaults(r, self.cfg) for r in requests]
         t0 = time.perf_counter()
         try:
             return self.policy.generate(list(requests))
@@ -167,6 +171,17 @@ class StageContext:
             return np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
         finally:
             self.timings.embedding += time.perf_counter() - t0
+
+
+def _role_defaults(req: PolicyRequest, cfg: EngineConfig) -> PolicyRequest:
+    temperature, max_new = cfg.policy.generation.for_role(req.role)
+    if (temperature is None or req.temperature is not None) and (max_new is None or req.max_new_tokens is not None):
+        return req
+    return dataclasses.replace(
+        req,
+        temperature=req.temperature if req.temperature is not None else temperature,
+        max_new_tokens=req.max_new_tokens if req.max_new_tokens is not None else max_new,
+    )
 
 
 def choose_skill(seed: int, index: int, skills: Sequence[str]) -> str:
@@ -441,10 +456,12 @@ def estimate_regret(
     reward: RewardConfig,
     probe: GarbageProbe | None = None,
 ) -> RegretEstimated:
-    """Regret and designer reward of one environment from its recorded plays (pure).
+    """Regret and designer reward of one environment's single round from its recorded plays (pure).
 
     ``plays`` are ``(event_id, payload)`` pairs; they are ordered by (hinted, index) so the
-    result does not depend on the order the plays were recorded in. ``probe`` is the recorded
+    result does not depend on the order the plays were recorded in. The loop estimates every
+    round with :func:`spade_engine.engine.rounds.estimate_round` (rounds, smoothing and the
+    learning-potential baseline); this is its one-round form without a baseline. ``probe`` is the recorded
     garbage probe (``HintWritten.garbage_probe``): when it won, the environment is ``trivial``
     and its designer reward is 0.
     """

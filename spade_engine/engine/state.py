@@ -15,6 +15,7 @@ from typing import Any
 
 from ..events.catalogue import (
     EnvironmentProposed,
+    EnvironmentReplayed,
     EnvironmentValidated,
     HintWritten,
     PolicyUpdated,
@@ -30,9 +31,19 @@ from .regret import in_band, mean
 __all__ = ["EnvState", "RunState"]
 
 
+def _smoothed(est: RegretEstimated) -> float:
+    """The smoothed plain win rate of an estimate (the plain one for estimates without it)."""
+    return float(est.win_rate_plain if est.win_rate_smoothed is None else est.win_rate_smoothed)
+
+
 @dataclass
 class EnvState:
-    """Everything recorded about one environment id, with the event ids (for causation)."""
+    """Everything recorded about one environment id, with the event ids (for causation).
+
+    ``plays`` and ``regret`` are the first round's (round 0); later rounds' plays are in
+    ``round_plays``, every round's estimate in ``estimates`` and level-replay choices in
+    ``replays`` (all by round).
+    """
 
     env_id: str
     proposed: EnvironmentProposed | None = None
@@ -45,6 +56,37 @@ class EnvState:
     regret: RegretEstimated | None = None
     regret_id: str | None = None
     repaired_by: str | None = None
+    round_plays: dict[int, dict[tuple[bool, int], tuple[str, RolloutCompleted]]] = field(default_factory=dict)
+    estimates: dict[int, tuple[str, RegretEstimated]] = field(default_factory=dict)
+    replays: dict[int, tuple[str, EnvironmentReplayed]] = field(default_factory=dict)
+
+    def plays_of(self, round_: int) -> dict[tuple[bool, int], tuple[str, RolloutCompleted]]:
+        """The plays of one round by (hinted, index)."""
+        return self.plays if round_ == 0 else self.round_plays.get(round_, {})
+
+    def all_plays(self) -> list[tuple[str, RolloutCompleted]]:
+        """Every recorded play of every round, ordered by (round, hinted, index)."""
+        out = [self.plays[k] for k in sorted(self.plays)]
+        for r in sorted(self.round_plays):
+            out += [self.round_plays[r][k] for k in sorted(self.round_plays[r])]
+        return out
+
+    @property
+    def play_count(self) -> int:
+        return len(self.plays) + sum(len(v) for v in self.round_plays.values())
+
+    @property
+    def latest_estimate(self) -> RegretEstimated | None:
+        """The estimate of the environment's latest estimated round."""
+        return self.estimates[max(self.estimates)][1] if self.estimates else None
+
+    @property
+    def final(self) -> RegretEstimated | None:
+        """The designer-final estimate (the one the designer is rewarded by), once it exists."""
+        for r in sorted(self.estimates):
+            if self.estimates[r][1].designer_final:
+                return self.estimates[r][1]
+        return None
 
     @property
     def accepted(self) -> bool:
@@ -69,6 +111,10 @@ class RunState:
     last_is_stop: bool = False
     policy_updates: list[PolicyUpdated] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
+    #: curriculum slot -> env id of each level replay (the other slots are new environments)
+    replay_slots: dict[int, str] = field(default_factory=dict)
+    #: skill -> (event id, baseline) of its last designer-final estimate (learning-potential chain)
+    lp_heads: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     @classmethod
     def from_log(cls, log: EventLog) -> "RunState":
@@ -124,11 +170,19 @@ class RunState:
             if st.hint is None:
                 st.hint, st.hint_id = ev, eid
         elif isinstance(ev, RolloutCompleted):
-            self.env(ev.env_id).plays.setdefault((ev.hinted, ev.index), (eid, ev))
+            st = self.env(ev.env_id)
+            plays = st.plays if ev.round == 0 else st.round_plays.setdefault(ev.round, {})
+            plays.setdefault((ev.hinted, ev.index), (eid, ev))
         elif isinstance(ev, RegretEstimated):
             st = self.env(ev.env_id)
-            if st.regret is None:
+            st.estimates.setdefault(ev.round, (eid, ev))
+            if ev.round == 0 and st.regret is None:
                 st.regret, st.regret_id = ev, eid
+            if ev.designer_final and ev.baseline is not None:
+                self.lp_heads[ev.skill] = (eid, float(ev.baseline))
+        elif isinstance(ev, EnvironmentReplayed):
+            self.env(ev.env_id).replays.setdefault(ev.round, (eid, ev))
+            self.replay_slots.setdefault(ev.slot, ev.env_id)
         return True
 
     # -- queries -------------------------------------------------------------------------------
@@ -154,11 +208,13 @@ class RunState:
         return sorted((s for s in self.envs.values() if s.proposed is not None), key=lambda s: s.env_id)
 
     def skill_history(self, skill: str) -> list[tuple[float, float, float]]:
-        """``(difficulty, plain win rate, regret)`` of estimated environments of ``skill``, in order."""
+        """``(difficulty, plain win rate, regret)`` of estimated environments of ``skill``, in
+        order: the designer-final estimate's smoothed win rate (all of its designed rounds)."""
         out = []
         for st in self.proposed():
-            if st.regret is not None and st.proposed is not None and st.proposed.skill == skill:
-                out.append((float(st.proposed.difficulty), float(st.regret.win_rate_plain), float(st.regret.regret)))
+            fin = st.final
+            if fin is not None and st.proposed is not None and st.proposed.skill == skill:
+                out.append((float(st.proposed.difficulty), float(_smoothed(fin)), float(fin.regret)))
         return out
 
     def recent_accepted(self, skill: str) -> str | None:
@@ -174,10 +230,10 @@ class RunState:
         validated = [s for s in props if s.validated is not None]
         valid = [s for s in validated if s.validated.valid]  # type: ignore[union-attr]
         accepted = [s for s in validated if s.accepted]
-        est = [s for s in props if s.regret is not None]
+        est = [s for s in props if s.final is not None]
         kinds = Counter(s.validated.error_kind or "?" for s in validated if not s.validated.valid)  # type: ignore[union-attr]
-        regrets = [s.regret.regret for s in est]  # type: ignore[union-attr]
-        wins = [s.regret.win_rate_plain for s in est]  # type: ignore[union-attr]
+        regrets = [s.final.regret for s in est]  # type: ignore[union-attr]
+        wins = [_smoothed(s.final) for s in est]  # type: ignore[arg-type]
         novelty = [s.validated.novelty for s in validated if s.validated.novelty is not None]  # type: ignore[union-attr]
         by_skill: dict[str, dict[str, Any]] = defaultdict(lambda: {"envs": 0, "difficulty": [], "win": [], "regret": []})
         for s in props:
@@ -186,8 +242,8 @@ class RunState:
         for s in est:
             b = by_skill[s.proposed.skill]  # type: ignore[union-attr]
             b["difficulty"].append(s.proposed.difficulty)  # type: ignore[union-attr]
-            b["win"].append(s.regret.win_rate_plain)  # type: ignore[union-attr]
-            b["regret"].append(s.regret.regret)  # type: ignore[union-attr]
+            b["win"].append(_smoothed(s.final))  # type: ignore[arg-type]
+            b["regret"].append(s.final.regret)  # type: ignore[union-attr]
         skills = {
             k: {
                 "envs": v["envs"],
@@ -213,7 +269,8 @@ class RunState:
             "duplicates": sum(1 for s in valid if not s.accepted),
             "mean_novelty": mean(novelty) if novelty else None,
             "hints": sum(1 for s in props if s.hint is not None),
-            "plays": sum(len(s.plays) for s in props),
+            "plays": sum(s.play_count for s in props),
+            "replays": len(self.replay_slots),
             "estimated": len(est),
             "mean_regret": mean(regrets) if regrets else None,
             "mean_win_rate": mean(wins) if wins else None,

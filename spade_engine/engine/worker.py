@@ -8,10 +8,11 @@
   every environment is finished. One designer per run.
 * ``validator`` (group ``<run>.validator``): EnvironmentProposed -> EnvironmentValidated, with
   novelty against a private memory projection it keeps up to date from the log.
-* ``rollout`` (group ``<run>.rollout``): accepted EnvironmentValidated -> HintWritten + the 2k
-  RolloutCompleted plays.
-* ``regret`` (group ``<run>.regret``): RolloutCompleted -> RegretEstimated once all 2k plays of the
-  environment are in (its per-environment view is folded from the log, so a restarted worker
+* ``rollout`` (group ``<run>.rollout``): accepted EnvironmentValidated -> HintWritten + the first
+  round's RolloutCompleted plays; a round's RegretEstimated -> the next designed round's plays; an
+  EnvironmentReplayed -> the replay round's plays.
+* ``regret`` (group ``<run>.regret``): RolloutCompleted -> RegretEstimated once all plays of the
+  round are in (its per-environment view is folded from the log, so a restarted worker
   rebuilds it).
 * ``consumers``: the projections (archive, memory, difficulty, statistics): the faust driver on
   Kafka, the embedded runner on SQLite. ``trainer``: the replay-driven trainer in follow mode.
@@ -48,6 +49,7 @@ from ..events.catalogue import EventPayload, RunStopped
 from ..events.codec import make_envelope
 from ..events.log import EventLog, Record
 from . import stages
+from .level_replay import choose_replay
 from .loop import Engine
 from .pipeline import STAGES, load_latest_policy, new_env, next_stage, output_event_id, role_inputs, run_stage
 from .state import EnvState, RunState
@@ -277,10 +279,12 @@ class RolloutWorker(GroupWorker):
     inputs: tuple[str, ...] = role_inputs("rollout")
 
     def handle(self, rec: Record) -> bool:
-        validated = rec.envelope.event()
-        if not (validated.valid and validated.accepted):
+        from ..events.catalogue import EnvironmentValidated
+
+        event = rec.envelope.event()  # EnvironmentValidated, RegretEstimated or EnvironmentReplayed
+        if isinstance(event, EnvironmentValidated) and not (event.valid and event.accepted):
             return True
-        st = self._env(validated.env_id)
+        st = self._env(event.env_id)
         load_latest_policy(self.ctx.policy, self.view, self.blobs)
         stage = next_stage(self.cfg, st)
         if not self._mine(stage):
@@ -292,7 +296,7 @@ class RolloutWorker(GroupWorker):
                 return False
             stage = next_stage(self.cfg, st)
         self.stats.inputs += 1
-        self.say(f"{st.env_id}: {len(st.plays)} plays")
+        self.say(f"{st.env_id}: {st.play_count} plays")
         return True
 
 
@@ -310,7 +314,8 @@ class RegretWorker(GroupWorker):
             return True  # plays still missing (or already estimated)
         run_stage(self.ctx, self.view, st, "regret", self.emit)
         self.stats.inputs += 1
-        self.say(f"{st.env_id}: regret {st.regret.regret:.3f}")  # type: ignore[union-attr]
+        est = st.latest_estimate
+        self.say(f"{st.env_id}: round {est.round} regret {est.regret:.3f}")  # type: ignore[union-attr]
         return True
 
 
@@ -363,6 +368,13 @@ class DesignerWorker:
                 self.say(f"run complete: {n} environments")
                 return "max_envs"
             if (max_envs is None or n < max_envs) and len(unfinished) < self.ahead:
+                eng.state.refresh(eng.log)  # the replay choice's basis: everything recorded so far
+                choice = choose_replay(eng.cfg, eng.state, policy_version=eng.ctx.policy.version)
+                if choice is not None:
+                    self.emit(choice)
+                    self.stats.inputs += 1
+                    self.say(f"{choice.env_id}: level replay, round {choice.round} (slot {choice.slot})")
+                    continue
                 if self.feed is not None:
                     self.feed.catch_up()
                 payload = new_env(eng.ctx, eng.state, n)

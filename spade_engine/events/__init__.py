@@ -8,6 +8,7 @@ from .catalogue import (
     BlobRef,
     DocumentRef,
     EnvironmentProposed,
+    EnvironmentReplayed,
     EnvironmentValidated,
     EventPayload,
     Generation,

@@ -8,8 +8,10 @@ long episodes, checkpoints) are stored as content-addressed files and referenced
 Data flow (the stage table is :mod:`spade_engine.engine.pipeline`)::
 
     RunStarted
-    EnvironmentProposed -> EnvironmentValidated -> HintWritten -> RolloutCompleted x 2k
-                        -> RegretEstimated -> (trainer) PolicyUpdated
+    EnvironmentProposed -> EnvironmentValidated -> HintWritten -> RolloutCompleted x (plain + hinted)
+                        -> RegretEstimated (round 0) [-> RolloutCompleted x plain -> RegretEstimated (round r)]
+                        -> (trainer) PolicyUpdated
+    EnvironmentReplayed (level replay of an archived environment) -> RolloutCompleted -> RegretEstimated
     RunStopped
     (eval) EvaluationCompleted                  one per task of a held-out suite, per policy version
 """
@@ -37,6 +39,7 @@ __all__ = [
     "HintWritten",
     "RolloutCompleted",
     "RegretEstimated",
+    "EnvironmentReplayed",
     "PolicyUpdated",
     "RunStopped",
     "EvaluationCompleted",
@@ -244,9 +247,14 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     terminated, else 0. ``turns`` hold observations, actions, per-turn rewards and each turn's
     :class:`Generation` (token ids and behaviour log-probs). ``step_timeout`` marks a step() that
     hit the sandbox's wall-clock limit; ``error`` says why a play ended abnormally.
+
+    v2: ``round`` is 0 for an environment's first plays, r for its r-th repeated round
+    (``loop.rounds``) or a level-replay round (:class:`EnvironmentReplayed`); ``index`` counts
+    plays within a round. v1 events are upcast with ``round = 0``.
     """
 
     TYPE: ClassVar[str] = "RolloutCompleted"
+    VERSION: ClassVar[int] = 2
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     play_id: str
@@ -261,17 +269,30 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     error: str | None = None
     seconds: float = 0.0
     index: int = 0
+    round: int = 0
 
 
 class RegretEstimated(EventPayload, frozen=True, kw_only=True):
-    """All plays of an environment are in: the regret estimate and the designer's reward.
+    """The plays of one round of an environment are in: the regret estimate and the designer's reward.
 
-    ``regret`` = max(0, mean(hinted_rewards) - mean(plain_rewards)); ``designer_reward`` is the
-    value of ``reward_variant`` (``blend`` by default) before per-skill centring, which the
-    trainer applies. ``rollout_ids`` are the event ids of the plays it was computed from.
-    ``trivial`` (v2): the play-time garbage probe (HintWritten.garbage_probe) won, so the
-    environment rewards garbage after passing validation; its ``designer_reward`` is then 0.
-    ``garbage_reward`` is that probe's episode reward (``None`` without a probe).
+    ``plain_rewards``/``hinted_rewards`` and the win rates are this round's plays. ``regret`` =
+    max(0, mean(hinted) - mean(plain)) of the latest round with hinted plays (matched timing: both
+    measured in that round); ``win_rate_smoothed`` pools the plain plays of the last
+    ``loop.rounds`` rounds, and the band and plateau use it. ``designer_reward`` is the value of
+    ``reward_variant`` (``blend`` by default) before the trainer's baseline; the trainer uses it
+    only where ``designer_final`` (the environment's last designed round; replays never).
+    ``baseline`` is the skill's slow EMA of smoothed win rates after this estimate
+    (``learning_potential``'s baseline) and ``baseline_prev`` the event id of the estimate it
+    continued (``None`` for a skill's first), so replay recomputes it exactly. ``rollout_ids``
+    are the event ids of every play it was computed from.
+
+    ``trivial``: the play-time garbage probe (HintWritten.garbage_probe) won, so the environment
+    rewards garbage after passing validation; its ``designer_reward`` is then 0. ``garbage_reward``
+    is that probe's episode reward (``None`` without a probe).
+
+    v2 adds ``round``, ``win_rate_smoothed``, ``designer_final``, ``replay``, ``baseline``,
+    ``baseline_prev``, ``trivial`` and ``garbage_reward``; v1 events are upcast as the only (final)
+    round of their environment, not trivial.
     """
 
     TYPE: ClassVar[str] = "RegretEstimated"
@@ -291,6 +312,47 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     rollout_ids: list[str] = msgspec.field(default_factory=list)
     trivial: bool = False
     garbage_reward: float | None = None
+    round: int = 0
+    win_rate_smoothed: float | None = None
+    designer_final: bool = True
+    replay: bool = False
+    baseline: float | None = None
+    baseline_prev: str | None = None
+
+
+class EnvironmentReplayed(EventPayload, frozen=True, kw_only=True):
+    """Prioritised level replay chose an archived environment for the next curriculum slot.
+
+    The choice is a pure function of the events before ``basis`` (a cursor: partition -> next
+    offset), the run seed and ``slot`` (the curriculum position: new environments and replays
+    together), so ``replay`` and a resumed run recompute it exactly
+    (:mod:`spade_engine.engine.level_replay`). ``round`` is the environment's round these plays
+    are. The score parts: ``score`` (``score_kind``: ``regret`` or ``pvl``, the positive value
+    loss of its latest round), its ``rank`` among ``candidates`` environments (tied scores share
+    the mean of their ranks), its ``staleness``
+    (slots since it was last played), the rank weight ``score_weight`` and staleness weight
+    ``staleness_weight`` they give, and ``probability``, the mixture
+    (1 - rho) * score_weight + rho * staleness_weight it was drawn with; ``draw`` is the uniform
+    draw that decided to replay (below ``replay.p``), ``reason`` a one-line account.
+    """
+
+    TYPE: ClassVar[str] = "EnvironmentReplayed"
+    KEY_FIELD: ClassVar[str | None] = "env_id"
+    env_id: str
+    round: int
+    slot: int
+    score: float
+    score_kind: str
+    rank: float
+    staleness: int
+    score_weight: float
+    staleness_weight: float
+    probability: float
+    candidates: int
+    draw: float
+    reason: str = ""
+    basis: dict[str, int] = msgspec.field(default_factory=dict)
+    policy_version: str = ""
 
 
 class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
@@ -312,7 +374,8 @@ class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
     base_model: str = ""
     #: the optimizer state after this update (safetensors), so a restarted trainer resumes exactly
     optimizer: BlobRef | None = None
-    #: the environments whose groups this update consumed (trained or skipped), in order
+    #: the groups this update consumed (trained or skipped), in order: the environment id for an
+    #: environment's first round, ``<env_id>@r<N>`` for its round N (repeated and replay rounds)
     env_ids: list[str] = msgspec.field(default_factory=list)
 
 
@@ -385,6 +448,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         HintWritten,
         RolloutCompleted,
         RegretEstimated,
+        EnvironmentReplayed,
         PolicyUpdated,
         RunStopped,
         EvaluationCompleted,
@@ -440,14 +504,6 @@ def _hint_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
-@register_upcaster("RegretEstimated", 1)
-def _regret_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
-    """Without a garbage probe no environment was found trivial after the fact."""
-    p.setdefault("trivial", False)
-    p.setdefault("garbage_reward", None)
-    return p
-
-
 def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Apply registered upcasters until ``payload`` reaches the type's current version."""
     cls = EVENT_TYPES.get(event_type)
@@ -463,6 +519,28 @@ def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, 
             raise MalformedEvent(f"no upcaster for {event_type} v{version} -> v{version + 1}")
         payload = fn(dict(payload))
         version += 1
+    return payload
+
+
+@register_upcaster("RolloutCompleted", 1)
+def _rollout_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 plays were all of an environment's first (only) round."""
+    payload.setdefault("round", 0)
+    return payload
+
+
+@register_upcaster("RegretEstimated", 1)
+def _regret_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """A v1 estimate was its environment's only round: final, not a replay, smoothed = plain, and
+    not found trivial (v1 ran no garbage probe). v1's ``learning_potential`` was ``4p(1 - p)``, now the ``outcome_variance`` variant."""
+    if payload.get("reward_variant") == "learning_potential":
+        payload["reward_variant"] = "outcome_variance"
+    payload.setdefault("round", 0)
+    payload.setdefault("win_rate_smoothed", payload.get("win_rate_plain"))
+    payload.setdefault("designer_final", True)
+    payload.setdefault("replay", False)
+    payload.setdefault("trivial", False)  # v1 ran no garbage probe
+    payload.setdefault("garbage_reward", None)
     return payload
 
 

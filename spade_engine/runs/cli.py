@@ -65,11 +65,15 @@ def stats_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
         ("proposals", f"{stats['proposals']} ({stats['roots']} new, {stats['repairs']} repairs)"),
         ("validity", f"{stats['valid']} valid / {stats['invalid']} invalid  {kinds}"),
         ("novelty", f"{stats['accepted']} accepted, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}"),
-        ("plays", f"{stats['plays']} plays, {stats['estimated']} environments estimated"),
+        ("plays", f"{stats['plays']} plays{_replays(stats)}, {stats['estimated']} environments estimated"),
         ("regret", f"mean regret {_fmt(stats['mean_regret'])}, mean win rate {_fmt(stats['mean_win_rate'], '.2f')}, "
                    f"in band [0.4, 0.6]: {_band(stats)}"),
         ("policy", str(stats["policy_version"])),
     ]
+
+
+def _replays(stats: dict[str, Any]) -> str:
+    return f" ({stats['replays']} level replays)" if stats.get("replays") else ""
 
 
 _SKILL_COLUMNS = ("skill", "envs", "estimated", "difficulty", "win rate", "regret")
@@ -158,11 +162,12 @@ def start(
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
     data_dir: DataDirOpt = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (defaults < file < SPADE_* env < flags).", show_default=False)] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (defaults < preset < file < SPADE_* env < flags).", show_default=False)] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="A named config for a new run: laptop (the defaults) or spade-release (the public release's recipe); see `spade-engine config show --preset NAME`.", show_default=False)] = None,
     run: Annotated[Optional[str], typer.Option("--run", help="Resume this run (id or unique prefix).", show_default=False)] = None,
     new: Annotated[bool, typer.Option("--new", help="Always start a new run instead of resuming the latest unfinished one.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
-    plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays and hinted plays per environment.", show_default=False)] = None,
+    plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays per round and hinted plays per environment (sets loop.plain_plays and loop.hinted_plays).", show_default=False)] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress: a live panel on a terminal, a line every --progress-every seconds otherwise.")] = True,
     progress_every: Annotated[float, typer.Option("--progress-every", help="Seconds between progress lines when stdout is not a terminal.", min=0.1)] = 10.0,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
@@ -184,11 +189,13 @@ def start(
     boot = bootstrap_or_env(bootstrap)
     run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
     flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train}
+    if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
+        flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
     if create:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
         if model:
             flags.update({"policy.kind": "transformers", "policy.model": model})
-        cfg = load_config(config, overrides=flags)
+        cfg = load_config(config, overrides=flags, preset=preset)
     else:
         from ..events.store import open_event_log
 
@@ -198,14 +205,14 @@ def start(
         finally:
             log.close()
         if recorded is None:
-            cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
+            cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot}, preset=preset)
         else:
             # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
             cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if model or seed is not None or config is not None:
+            if model or seed is not None or config is not None or preset is not None:
                 note(styled((
                     "resuming: the run keeps its recorded config (but for [sandbox], always local); "
-                    "--model/--seed and --config's other sections are ignored", "yellow")))
+                    "--model/--seed/--preset and --config's other sections are ignored", "yellow")))
     verb = "starting new run" if create else "resuming run"
     note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
     if cfg.policy.kind != "procedural" and cfg.policy.model:

@@ -84,6 +84,7 @@ def retrain_run(
             "loop.max_envs": len(curriculum),
             "loop.max_repairs": 0,
             "trainer.enabled": True,
+            "replay.enabled": False,  # the recorded curriculum, in its order: no level replay in between
             "log.backend": "sqlite",
             "log.bootstrap": None,
             **(overrides or {}),

@@ -3,23 +3,29 @@ what each token sequence is worth.
 
 :class:`BatchAssembler` is a fold over the log (in log order):
 
-* ``RolloutCompleted`` with ``hinted=False`` joins the pending group of its ``env_id`` (hinted
-  plays only measure regret; the agent is trained on the plain plays);
+* ``RolloutCompleted`` with ``hinted=False`` joins the pending group of its ``(env_id, round)``
+  (hinted plays only measure regret; the agent is trained on the plain plays);
 * ``EnvironmentProposed`` keeps the designer's generation (tokens + behaviour log-probs) of that
   environment; a rejected ``EnvironmentValidated`` forgets it;
-* ``RegretEstimated`` says all plays of the environment are in: the group becomes *ready*
-  (in the order of these events), with the designer reward for the designer sample. A
-  RegretEstimated before ``trigger_from`` (the resume cursor) was already trained on: its group
-  is discarded, so replaying the log from offset 0 never trains twice;
+* ``RegretEstimated`` says all plays of one round are in: the round's group becomes *ready* (in
+  the order of these events); the designer-final one also carries the designer sample, its
+  designer reward and its :class:`~.baselines.DesignerBaseline` baseline. A RegretEstimated
+  before ``trigger_from`` (the resume cursor) was already trained on: its group is discarded, so
+  replaying the log from offset 0 never trains twice (its designer reward still enters the
+  baseline's history);
 * ``PolicyUpdated`` teaches it which step each version is, for staleness.
 
 :func:`build_samples` turns ready groups into :class:`TrainSample` values at a given trainer
 step: plays more than ``max_lag`` versions behind are dropped and counted, zero-variance groups
-are skipped and counted, advantages are reward - group mean (agent) and per-skill centred
-designer rewards (designer; a skill alone in the batch has no baseline and is counted as
-``designer_singletons``, a skill whose designer rewards are all equal as
-``designer_zero_variance``). Every turn of a play with tokens becomes one sample carrying the
-play's advantage; plays without tokens (procedural policy) are counted as ``untokenized``.
+are skipped and counted, agent advantages are reward - group mean (or the per-group z-score,
+``advantage_norm="group_std"``), designer advantages are the designer reward minus its baseline
+(``designer_baseline``: ``window``, the running per-skill mean, counted ``designer_no_baseline``
+for the run's first; or ``batch``, per-skill centring in the batch, where a skill alone in the
+batch is counted as ``designer_singletons`` and a skill whose designer rewards are all equal as
+``designer_zero_variance``), times ``designer_scale``. ``designer_candidates`` counts the
+designer samples considered, ``designer_used_share`` the share that got a non-zero advantage.
+Every turn of a play with tokens becomes one sample carrying the play's advantage; plays without
+tokens (procedural policy) are counted as ``untokenized``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from ..events.catalogue import (
     RolloutCompleted,
 )
 from ..events.log import Record
+from .baselines import DesignerBaseline
 from .checkpoints import version_step
 from .losses import centre_per_skill, group_advantages, is_zero_variance
 
@@ -67,6 +74,7 @@ class _Play:
     policy_version: str
     reward: float
     generations: list[Generation]
+    round: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,8 @@ class _Proposal:
 
 @dataclass(frozen=True)
 class ReadyGroup:
-    """An environment whose plays are all in: its plain plays, proposal and regret estimate."""
+    """A round of an environment whose plays are all in: its plain plays, and (designer-final
+    round) the proposal, designer reward and designer baseline."""
 
     env_id: str
     partition: int
@@ -88,6 +97,13 @@ class ReadyGroup:
     proposal: _Proposal | None
     skill: str
     designer_reward: float
+    round: int = 0
+    designer_baseline: float | None = None
+
+    @property
+    def group_id(self) -> str:
+        """``env_id`` for a first round, ``env_id@rN`` for round N (PolicyUpdated.env_ids)."""
+        return self.env_id if self.round == 0 else f"{self.env_id}@r{self.round}"
 
 
 @dataclass
@@ -103,11 +119,15 @@ class BatchStats:
     designer_samples: int = 0
     designer_singletons: int = 0
     designer_zero_variance: int = 0
+    designer_no_baseline: int = 0
+    designer_candidates: int = 0
     agent_rewards: list[float] = field(default_factory=list)
     designer_rewards: list[float] = field(default_factory=list)
 
     def as_metrics(self) -> dict[str, float]:
         out = {k: float(v) for k, v in self.__dict__.items() if isinstance(v, int)}
+        if self.designer_candidates:
+            out["designer_used_share"] = self.designer_samples / self.designer_candidates
         if self.agent_rewards:
             out["agent_reward_mean"] = sum(self.agent_rewards) / len(self.agent_rewards)
         if self.designer_rewards:
@@ -118,12 +138,15 @@ class BatchStats:
 class BatchAssembler:
     """Folds log records into ready groups (see the module docstring)."""
 
-    def __init__(self, *, blobs: BlobStore | None = None, trigger_from: Mapping[int, int] | None = None):
+    def __init__(
+        self, *, blobs: BlobStore | None = None, trigger_from: Mapping[int, int] | None = None, designer_window: int = 8
+    ):
         self.blobs = blobs
         self.trigger_from = dict(trigger_from or {})
-        self.pending: dict[str, list[_Play]] = {}
+        self.pending: dict[tuple[str, int], list[_Play]] = {}
         self.proposals: dict[str, _Proposal] = {}
-        self.ready: OrderedDict[str, ReadyGroup] = OrderedDict()
+        self.ready: OrderedDict[tuple[str, int], ReadyGroup] = OrderedDict()
+        self.designer_baseline = DesignerBaseline(designer_window)
         self.version_steps: dict[str, int] = {"v0": 0}
         self.already_trained = 0
         self.skipped: dict[str, int] = {}
@@ -160,8 +183,9 @@ class BatchAssembler:
             if ev.hinted:
                 return
             gens = [self._generation(turn.generation) for turn in ev.turns]
-            self.pending.setdefault(ev.env_id, []).append(
-                _Play(rec.envelope.event_id, ev.policy_version, float(ev.episode_reward), [g for g in gens if g is not None])
+            self.pending.setdefault((ev.env_id, ev.round), []).append(
+                _Play(rec.envelope.event_id, ev.policy_version, float(ev.episode_reward), [g for g in gens if g is not None],
+                      ev.round)
             )
         elif isinstance(ev, EnvironmentProposed):
             self.proposals[ev.env_id] = _Proposal(
@@ -170,19 +194,23 @@ class BatchAssembler:
         elif isinstance(ev, EnvironmentValidated):
             if not ev.accepted:
                 self.proposals.pop(ev.env_id, None)
-                self.pending.pop(ev.env_id, None)
+                for key in [k for k in self.pending if k[0] == ev.env_id]:
+                    del self.pending[key]
         elif isinstance(ev, PolicyUpdated):
             self.version_steps[ev.version] = ev.step
         elif isinstance(ev, RegretEstimated):
-            plays = self.pending.pop(ev.env_id, [])
-            proposal = self.proposals.pop(ev.env_id, None)
+            plays = self.pending.pop((ev.env_id, ev.round), [])
+            proposal = self.proposals.pop(ev.env_id, None) if ev.designer_final else None
+            baseline = None
+            if ev.designer_final:
+                baseline = self.designer_baseline.observe(ev.skill, float(ev.designer_reward))
             if rec.offset < self.trigger_from.get(rec.partition, 0):
                 self.already_trained += 1
                 return
             if ev.rollout_ids:
                 wanted = set(ev.rollout_ids)
                 plays = [p for p in plays if p.event_id in wanted]
-            self.ready[ev.env_id] = ReadyGroup(
+            self.ready[(ev.env_id, ev.round)] = ReadyGroup(
                 env_id=ev.env_id,
                 partition=rec.partition,
                 offset=rec.offset,
@@ -190,6 +218,8 @@ class BatchAssembler:
                 proposal=proposal,
                 skill=ev.skill,
                 designer_reward=float(ev.designer_reward),
+                round=ev.round,
+                designer_baseline=baseline,
             )
 
     def take(self, n: int) -> list[ReadyGroup]:
@@ -212,6 +242,9 @@ def build_samples(
     max_lag: int,
     lag_of: Any,
     designer: bool = True,
+    advantage_norm: str = "none",
+    designer_baseline: str = "window",
+    designer_scale: float = 1.0,
 ) -> tuple[list[TrainSample], BatchStats]:
     """Training samples of ``groups`` at trainer step ``current_step`` (see module docstring).
 
@@ -232,7 +265,7 @@ def build_samples(
             stats.zero_variance_groups += 1
         elif fresh:
             used = False
-            for p, adv in zip(fresh, group_advantages(rewards)):
+            for p, adv in zip(fresh, group_advantages(rewards, advantage_norm)):
                 if not any(gen.completion_token_ids and gen.prompt_token_ids for gen in p.generations):
                     stats.untokenized += 1
                     continue
@@ -252,12 +285,26 @@ def build_samples(
                 stats.stale_dropped += 1
             else:
                 designer_pending.append((g, gen))
-    if designer_pending:
+    stats.designer_candidates = len(designer_pending)
+    if designer_pending and designer_baseline == "window":
+        for g, gen in designer_pending:
+            assert g.proposal is not None
+            if g.designer_baseline is None:
+                stats.designer_no_baseline += 1
+                continue
+            adv = (g.designer_reward - g.designer_baseline) * designer_scale
+            if adv == 0.0:
+                stats.designer_zero_variance += 1
+                continue
+            stats.designer_rewards.append(g.designer_reward)
+            samples.append(_sample("designer", g.env_id, gen, adv, g.designer_reward, g.proposal.policy_version, g.proposal.event_id))
+            stats.designer_samples += 1
+    elif designer_pending:
         rewards = [g.designer_reward for g, _ in designer_pending]
         skills = [g.skill for g, _ in designer_pending]
         counts = {s: skills.count(s) for s in skills}
         flat = {s for s in counts if is_zero_variance([r for r, k in zip(rewards, skills) if k == s])}
-        for (g, gen), adv, skill in zip(designer_pending, centre_per_skill(rewards, skills), skills):
+        for (g, gen), adv, skill in zip(designer_pending, centre_per_skill(rewards, skills, scale=designer_scale), skills):
             if counts[skill] < 2:
                 stats.designer_singletons += 1
                 continue

@@ -23,6 +23,7 @@ which sends the process a real SIGKILL) and at random times.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
@@ -95,7 +96,7 @@ class _Held:
     def add(self, group: Any, contributes: bool) -> None:
         self.groups.append(group)
         if contributes:
-            self.contributing.add(group.env_id)
+            self.contributing.add(group.group_id)
         self.consumed[group.partition] = max(self.consumed.get(group.partition, 0), group.offset + 1)
 
 
@@ -137,6 +138,8 @@ class Trainer:
         self.device = resolve_device(config.device)
         if model is None:
             model, _ = load_base_model(base_model, device=self.device, data_dir=data_dir)
+        # the KL term's reference is the base model, also when resuming from a later version
+        ref_model = copy.deepcopy(model) if config.kl_coef > 0 else None
         self.state = TrainerState()
         self.resumed_from: PolicyUpdated | None = None
         last = latest_policy_update(log)
@@ -152,10 +155,10 @@ class Trainer:
                 version=ev.version, step=ev.step, consumed={int(k): int(v) for k, v in ev.consumed.items()}
             )
             self.resumed_from = ev
-        self.tm = TrainModel(model, config, device=self.device)
+        self.tm = TrainModel(model, config, device=self.device, ref_model=ref_model)
         if self.resumed_from is not None and self.resumed_from.optimizer is not None:
             self._restore_optimizer(self.resumed_from.version, self.resumed_from.optimizer)
-        self.assembler = BatchAssembler(blobs=blobs, trigger_from=self.state.consumed)
+        self.assembler = BatchAssembler(blobs=blobs, trigger_from=self.state.consumed, designer_window=config.designer_window)
         self.position: Cursor = {}
         self.held = _Held()
         self.updates: list[PolicyUpdated] = []
@@ -260,7 +263,7 @@ class Trainer:
             roles=roles,
             base_model=self.base_model,
             optimizer=opt_ref,
-            env_ids=[g.env_id for g in held.groups],
+            env_ids=[g.group_id for g in held.groups],
         )
         self.log.append([make_envelope(ev, run_id=self.log.run_id, producer=self.producer)])
         _fault("after_event")
@@ -280,6 +283,9 @@ class Trainer:
             max_lag=self.cfg.max_lag,
             lag_of=self.assembler.lag,
             designer=self.cfg.train_designer,
+            advantage_norm=self.cfg.advantage_norm,
+            designer_baseline=self.cfg.designer_baseline,
+            designer_scale=self.cfg.designer_reward_scale,
         )
 
     def _train(self, samples: list[TrainSample]) -> dict[str, float]:

@@ -1,9 +1,14 @@
 """The trainer's losses and advantages: small pure functions (unit-tested against hand-computed
 values in ``tests/test_trainer_losses.py``).
 
-* :func:`group_advantages`: GRPO advantage = reward - group mean (no std normalisation);
+* :func:`group_advantages`: GRPO advantage = reward - group mean, or with ``normalise="group_std"``
+  the per-group z-score ``(r - mean) / (std + 1e-8)`` (population std: the release's
+  ``--spade-reward-normalization grpo``, ``normalize_rewards_per_game`` in
+  ``spade/core/utils/trajectory_build.py``);
 * :func:`is_zero_variance`: groups whose rewards are all equal carry no signal (skipped);
-* :func:`centre_per_skill`: designer advantage = designer reward - mean of its skill's rewards;
+* :func:`centre_per_skill`: designer advantage = designer reward - mean of its skill's rewards
+  (the release's ``_apply_centered_rewards``: mean subtraction only, times ``env_reward_scale``);
+* :func:`low_var_kl`: the k3 KL estimator to a reference model;
 * :func:`tis_weights`: truncated importance sampling, ``min(exp(logp_old - logp_behaviour), cap)``
   (the rollout was sampled by a possibly older / differently-computed behaviour policy);
 * :func:`clipped_policy_loss`: the PPO/GRPO clipped-ratio surrogate with the asymmetric clip
@@ -13,19 +18,33 @@ values in ``tests/test_trainer_losses.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
-__all__ = ["group_advantages", "is_zero_variance", "centre_per_skill", "tis_weights", "clipped_policy_loss"]
+__all__ = [
+    "group_advantages", "is_zero_variance", "centre_per_skill", "tis_weights", "clipped_policy_loss", "low_var_kl",
+    "STD_EPS",
+]
+
+#: the release's epsilon in the per-game z-score
+STD_EPS = 1e-8
 
 
-def group_advantages(rewards: Sequence[float]) -> list[float]:
-    """``r_i - mean(r)`` for one group (the plain plays of one environment)."""
+def group_advantages(rewards: Sequence[float], normalise: str = "none") -> list[float]:
+    """``r_i - mean(r)`` for one group (the plain plays of one round of an environment); with
+    ``normalise="group_std"``, ``(r_i - mean(r)) / (std(r) + 1e-8)``, std the population one."""
     if not rewards:
         return []
     mean = sum(rewards) / len(rewards)
-    return [float(r) - mean for r in rewards]
+    centred = [float(r) - mean for r in rewards]
+    if normalise == "none":
+        return centred
+    if normalise != "group_std":
+        raise ValueError(f"unknown advantage normalisation {normalise!r} (expected none or group_std)")
+    std = math.sqrt(sum(c * c for c in centred) / len(centred))
+    return [c / (std + STD_EPS) for c in centred]
 
 
 def is_zero_variance(rewards: Sequence[float], eps: float = 1e-9) -> bool:
@@ -44,6 +63,13 @@ def centre_per_skill(rewards: Sequence[float], skills: Sequence[str], *, scale: 
         sums[s] = sums.get(s, 0.0) + float(r)
         counts[s] = counts.get(s, 0) + 1
     return [(float(r) - sums[s] / counts[s]) * scale for r, s in zip(rewards, skills)]
+
+
+def low_var_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, clamp: float = 10.0) -> torch.Tensor:
+    """Per-token ``exp(ref - logp) - (ref - logp) - 1`` (>= 0, unbiased for KL(pi || ref)), the
+    log-ratio clamped to ``[-clamp, clamp]``."""
+    log_ratio = (ref_logprobs.detach().float() - logprobs.float()).clamp(-clamp, clamp)
+    return torch.exp(log_ratio) - log_ratio - 1.0
 
 
 def tis_weights(old_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float) -> torch.Tensor:

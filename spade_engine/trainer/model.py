@@ -20,6 +20,7 @@ checkpoint travels as a blob: :func:`~spade_engine.trainer.checkpoints.save_deep
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -88,10 +89,17 @@ def _resolve_precision(cfg: TrainerConfig, device: torch.device) -> str:
 class TrainModel:
     """A model ready for ``backward``/``step`` according to a TrainerConfig."""
 
-    def __init__(self, model: Any, cfg: TrainerConfig, *, device: torch.device):
-        if cfg.kl_coef != 0.0:
-            raise ConfigError("trainer.kl_coef must be 0 (SPADE trains without a KL term; no reference model is kept)")
+    def __init__(self, model: Any, cfg: TrainerConfig, *, device: torch.device, ref_model: Any = None):
+        """``ref_model``: the frozen reference of the KL term (``trainer.kl_coef > 0``); by default
+        a copy of ``model`` as given (the weights training starts from)."""
         self.cfg = cfg
+        self.ref_model: Any = None
+        if cfg.kl_coef > 0:
+            ref = ref_model if ref_model is not None else copy.deepcopy(model)
+            ref = ref.to(device=device)
+            ref.eval()
+            ref.requires_grad_(False)
+            self.ref_model = ref
         self.device = device
         self.precision = _resolve_precision(cfg, device)
         model = model.to(device=device, dtype=torch.bfloat16 if self.precision == "bf16" else torch.float32)
@@ -139,13 +147,15 @@ class TrainModel:
             ds_cfg.setdefault("gradient_accumulation_steps", 1)
             ds_cfg.setdefault("gradient_clipping", cfg.max_grad_norm)
             if "optimizer" not in ds_cfg:
-                ds_cfg["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.learning_rate, "weight_decay": cfg.weight_decay}}
+                ds_cfg["optimizer"] = {"type": "AdamW", "params": {
+                    "lr": cfg.learning_rate, "weight_decay": cfg.weight_decay, "betas": [cfg.adam_beta1, cfg.adam_beta2]}}
             _single_process_dist_env()
             self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_cfg)
         else:
             fused = device.type == "cuda"
             self.optimizer = torch.optim.AdamW(
-                params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(0.9, 0.999), fused=fused or None
+                params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                fused=fused or None,
             )
         self.model.train()
 

@@ -1,21 +1,36 @@
 """One policy-gradient update on a list of training samples (shared by the trainer and the GPU
-benchmark): micro-batches (sorted by length, gradients accumulated), token log-probs under the
-current weights, truncated importance weights against the behaviour log-probs, the clipped
-surrogate normalised by the update's completion-token count, one optimizer step."""
+benchmark).
+
+The update runs ``trainer.epochs`` passes over the samples, each split into
+``trainer.minibatches`` minibatches, one optimizer step per minibatch (PPO epochs). Within a
+minibatch, micro-batches (sorted by length, gradients accumulated) score the completion tokens
+under the current weights; the clipped surrogate is normalised by the minibatch's completion-token
+count. The ratio's denominator, the *old* log-probs, are those of the weights the update started
+from: with one step per update they are the current log-probs themselves (detached, ratio 1, so
+the clip is inert), with several steps they are scored once, without gradients, before the first
+step, so later steps' ratios move and the clip acts. Truncated importance weights compare the old
+log-probs with the recorded behaviour log-probs.
+
+With ``trainer.kl_coef > 0`` each token's loss adds ``kl_coef * k3``, the low-variance KL
+estimator ``k3 = exp(ref - logp) - (ref - logp) - 1`` against a frozen reference model (slime's
+``--kl-loss-type low_var_kl``, Schulman's k3; the release's games recipe uses coefficient 0, its
+tool-use one 0.005), the log-ratio clamped to [-10, 10] as slime does.
+"""
 
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
 from ..config import TrainerConfig
 from .batches import TrainSample
-from .losses import clipped_policy_loss, tis_weights
+from .losses import clipped_policy_loss, low_var_kl, tis_weights
 from .model import TrainModel
 from .scoring import token_logprobs
 
-__all__ = ["micro_batches", "train_on_samples"]
+__all__ = ["micro_batches", "minibatches", "train_on_samples"]
 
 
 def micro_batches(samples: list[TrainSample], cfg: TrainerConfig) -> list[list[TrainSample]]:
@@ -27,68 +42,138 @@ def micro_batches(samples: list[TrainSample], cfg: TrainerConfig) -> list[list[T
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
+def minibatches(n: int, cfg: TrainerConfig) -> list[list[list[int]]]:
+    """Per epoch, the sample indices of each minibatch: epoch 0 in sample order, later epochs in
+    a permutation seeded by the epoch number (deterministic), split into ``minibatches``
+    near-equal contiguous parts (empty ones dropped)."""
+    out = []
+    for epoch in range(cfg.epochs):
+        order = list(range(n))
+        if epoch:
+            random.Random(f"spade-epoch:{epoch}:{n}").shuffle(order)
+        m = max(1, min(cfg.minibatches, n))
+        size = math.ceil(n / m)
+        out.append([order[i : i + size] for i in range(0, n, size)])
+    return out
+
+
+def _pack(mb: list[TrainSample], pad_id: int, dev: torch.device):
+    seqs = [s.prompt_ids + s.completion_ids for s in mb]
+    T = max(len(x) for x in seqs)
+    B = len(mb)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, T), dtype=torch.long)
+    mask = torch.zeros((B, T - 1), dtype=torch.bool)
+    beh = torch.full((B, T - 1), float("nan"), dtype=torch.float32)
+    for i, s in enumerate(mb):
+        n_p, n_c = len(s.prompt_ids), len(s.completion_ids)
+        ids[i, : n_p + n_c] = torch.tensor(seqs[i])
+        attn[i, : n_p + n_c] = 1
+        mask[i, n_p - 1 : n_p - 1 + n_c] = True
+        beh[i, n_p - 1 : n_p - 1 + n_c] = torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
+    padded = any(len(x) < T for x in seqs)
+    ids, mask, beh = ids.to(dev, non_blocking=True), mask.to(dev, non_blocking=True), beh.to(dev, non_blocking=True)
+    attn_dev = attn.to(dev, non_blocking=True) if padded else None  # None: causal fast path
+    return ids, attn_dev, mask, beh
+
+
+def _completion(lp: torch.Tensor, mb: list[TrainSample]) -> list[torch.Tensor]:
+    """Each sample's completion-token row of ``lp`` (B, T-1)."""
+    return [lp[i, len(s.prompt_ids) - 1 : len(s.prompt_ids) - 1 + len(s.completion_ids)] for i, s in enumerate(mb)]
+
+
+def _scatter(rows: list[torch.Tensor], mb: list[TrainSample], like: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(like)
+    for i, (s, row) in enumerate(zip(mb, rows)):
+        n_p = len(s.prompt_ids)
+        out[i, n_p - 1 : n_p - 1 + len(s.completion_ids)] = row
+    return out
+
+
+def _score(model, samples: list[TrainSample], cfg: TrainerConfig, tm: TrainModel, temperature: float, pad_id: int) -> dict[int, torch.Tensor]:
+    """Completion-token log-probs of every sample under ``model``, without gradients."""
+    out: dict[int, torch.Tensor] = {}
+    index = {id(s): i for i, s in enumerate(samples)}
+    with torch.no_grad():
+        for mb in micro_batches(samples, cfg):
+            ids, attn, _, _ = _pack(mb, pad_id, tm.device)
+            with tm.autocast():
+                lp = token_logprobs(model, ids, attn, temperature=temperature, chunk=cfg.logits_chunk).float()
+            for s, row in zip(mb, _completion(lp, mb)):
+                out[index[id(s)]] = row.detach()
+    return out
+
 
 def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature: float = 1.0, pad_id: int = 0) -> dict[str, float]:
-    """One optimizer step on ``samples``; returns the update's metrics. Statistics stay on the
-    device until the end (one host sync per update, not per micro-batch)."""
+    """``epochs x minibatches`` optimizer steps on ``samples``; returns the update's metrics.
+    Statistics stay on the device until the end (one host sync per update, not per micro-batch)."""
     cfg = tm.cfg
     tm.model.train()
     total_tokens = sum(len(s.completion_ids) for s in samples)
     dev = tm.device
-    names = ("loss", "clipped_tokens", "ratio_sum", "tis_weight_sum", "mismatch_sum", "mismatch_n")
+    steps = minibatches(len(samples), cfg)
+    several = sum(len(e) for e in steps) > 1
+    old_rows = _score(tm.module, samples, cfg, tm, temperature, pad_id) if several else None
+    kl_on = cfg.kl_coef > 0 and tm.ref_model is not None
+    ref_rows = _score(tm.ref_model, samples, cfg, tm, temperature, pad_id) if kl_on else None
+    names = ("loss", "clipped_tokens", "ratio_sum", "tis_weight_sum", "mismatch_sum", "mismatch_n", "kl_sum", "tokens_seen")
     acc = {k: torch.zeros((), dtype=torch.float32, device=dev) for k in names}
-    for mb in micro_batches(samples, cfg):
-        seqs = [s.prompt_ids + s.completion_ids for s in mb]
-        T = max(len(x) for x in seqs)
-        B = len(mb)
-        ids = torch.full((B, T), pad_id, dtype=torch.long)
-        attn = torch.zeros((B, T), dtype=torch.long)
-        mask = torch.zeros((B, T - 1), dtype=torch.bool)
-        beh = torch.full((B, T - 1), float("nan"), dtype=torch.float32)
-        for i, s in enumerate(mb):
-            n_p, n_c = len(s.prompt_ids), len(s.completion_ids)
-            ids[i, : n_p + n_c] = torch.tensor(seqs[i])
-            attn[i, : n_p + n_c] = 1
-            mask[i, n_p - 1 : n_p - 1 + n_c] = True
-            beh[i, n_p - 1 : n_p - 1 + n_c] = torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
-        adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=dev)
-        padded = any(len(x) < T for x in seqs)
-        ids, mask, beh = ids.to(dev, non_blocking=True), mask.to(dev, non_blocking=True), beh.to(dev, non_blocking=True)
-        attn_dev = attn.to(dev, non_blocking=True) if padded else None  # None: causal fast path
-        with tm.autocast():
-            lp = token_logprobs(tm.module, ids, attn_dev, temperature=temperature, chunk=cfg.logits_chunk)
-        lp = lp.float()
-        old = lp.detach()
-        known = mask & ~torch.isnan(beh)
-        weights = None
-        if cfg.tis:
-            weights = torch.where(known, tis_weights(old, torch.nan_to_num(beh), cfg.tis_cap), torch.ones_like(old))
-        loss, st = clipped_policy_loss(
-            lp, old, adv, mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high, weights=weights, stats=False
-        )
-        tm.backward(loss / max(total_tokens, 1))
-        with torch.no_grad():
-            ratio = torch.exp(lp.detach() - old)
-            a = adv[:, None].expand_as(ratio)
-            clipped = (ratio * a > ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * a) & mask
-            acc["loss"] += loss.detach().float()
-            acc["clipped_tokens"] += clipped.sum()
-            acc["ratio_sum"] += (ratio * mask).sum()
-            if weights is not None:
-                acc["tis_weight_sum"] += (weights * mask).sum()
-            acc["mismatch_sum"] += ((old - torch.nan_to_num(beh)).abs() * known).sum()
-            acc["mismatch_n"] += known.sum()
-    grad_norm = tm.step()
-    acc = {k: float(v) for k, v in acc.items()}
-    n = max(total_tokens, 1)
-    return {
-        "loss": acc["loss"] / n,
+    norms: list[float] = []
+    index = {id(s): i for i, s in enumerate(samples)}
+    for epoch in steps:
+        for part in epoch:
+            chosen = [samples[i] for i in part]
+            n_tok = max(sum(len(s.completion_ids) for s in chosen), 1)
+            for mb in micro_batches(chosen, cfg):
+                ids, attn, mask, beh = _pack(mb, pad_id, dev)
+                adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=dev)
+                with tm.autocast():
+                    lp = token_logprobs(tm.module, ids, attn, temperature=temperature, chunk=cfg.logits_chunk)
+                lp = lp.float()
+                if old_rows is None:
+                    old = lp.detach()
+                else:
+                    old = _scatter([old_rows[index[id(s)]] for s in mb], mb, lp.detach())
+                known = mask & ~torch.isnan(beh)
+                weights = None
+                if cfg.tis:
+                    weights = torch.where(known, tis_weights(old, torch.nan_to_num(beh), cfg.tis_cap), torch.ones_like(old))
+                loss, _ = clipped_policy_loss(
+                    lp, old, adv, mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high, weights=weights, stats=False
+                )
+                if kl_on:
+                    ref = _scatter([ref_rows[index[id(s)]] for s in mb], mb, lp.detach())  # type: ignore[index]
+                    kl = low_var_kl(lp, ref) * mask
+                    loss = loss + cfg.kl_coef * kl.sum()
+                    acc["kl_sum"] += kl.detach().sum()
+                tm.backward(loss / n_tok)
+                with torch.no_grad():
+                    ratio = torch.exp(lp.detach() - old)
+                    a = adv[:, None].expand_as(ratio)
+                    clipped = (ratio * a > ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * a) & mask
+                    acc["loss"] += loss.detach().float()
+                    acc["clipped_tokens"] += clipped.sum()
+                    acc["ratio_sum"] += (ratio * mask).sum()
+                    acc["tokens_seen"] += mask.sum()
+                    if weights is not None:
+                        acc["tis_weight_sum"] += (weights * mask).sum()
+                    acc["mismatch_sum"] += ((old - torch.nan_to_num(beh)).abs() * known).sum()
+                    acc["mismatch_n"] += known.sum()
+            norms.append(tm.step())
+    acc_f = {k: float(v) for k, v in acc.items()}
+    seen = max(acc_f["tokens_seen"], 1.0)
+    out = {
+        "loss": acc_f["loss"] / seen,
         "tokens": float(total_tokens),
         "samples": float(len(samples)),
-        "grad_norm": grad_norm,
-        "clip_fraction": acc["clipped_tokens"] / n,
-        "ratio_mean": acc["ratio_sum"] / n,
-        "tis_weight_mean": acc["tis_weight_sum"] / n if cfg.tis else 1.0,
-        "logprob_mismatch": acc["mismatch_sum"] / max(acc["mismatch_n"], 1.0),
+        "grad_norm": sum(norms) / len(norms),
+        "clip_fraction": acc_f["clipped_tokens"] / seen,
+        "ratio_mean": acc_f["ratio_sum"] / seen,
+        "tis_weight_mean": acc_f["tis_weight_sum"] / seen if cfg.tis else 1.0,
+        "logprob_mismatch": acc_f["mismatch_sum"] / max(acc_f["mismatch_n"], 1.0),
         "learning_rate": float(cfg.learning_rate),
+        "optimizer_steps": float(len(norms)),
     }
+    if kl_on:
+        out["kl"] = acc_f["kl_sum"] / seen
+    return out

@@ -1,0 +1,104 @@
+"""Level replay and rounds in the single-process loop (`start`), in the real sandbox with the
+procedural policy: every round and replay is in the log with its estimate, `replay --verify`
+rebuilds equal projections, every estimate and every replay choice recomputes exactly, the
+archive keeps each environment's win-rate series, and a run stopped and resumed makes the same
+replay choices as one run straight through with the same seed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from engine_support import check_rounds
+from spade_engine.archive.queries import estimates_of, list_environments
+from spade_engine.archive.replay import open_projections
+from spade_engine.cli import app
+from spade_engine.engine.level_replay import verify_replays
+from spade_engine.engine.regret_replay import verify_regrets
+from spade_engine.events.store import DataDir, open_event_log
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+runner = CliRunner()
+
+CONFIG = """
+[policy.procedural]
+defect_rate = 0.0
+[loop]
+plays_per_env = 2
+rounds = 2
+[replay]
+enabled = true
+p = 0.6
+min_candidates = 2
+[sandbox]
+workers = 2
+"""
+
+
+def _start(data, cfg, *extra):
+    res = runner.invoke(app, ["start", "--data-dir", str(data), "--config", str(cfg), "--no-progress", "--seed", "11", *extra])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def _choices(data, run_id):
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        return [(e.slot, e.env_id.split("-", 1)[1], e.round, e.score, e.rank, e.staleness, e.probability)
+                for e in (r.envelope.event() for r in log.read() if r.envelope.type == "EnvironmentReplayed")]
+    finally:
+        log.close()
+
+
+def test_level_replay_run_verifies_and_resumes_to_the_same_choices(tmp_path):
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(CONFIG)
+    data = tmp_path / "data"
+    _start(data, cfg, "--max-envs", "6", "--preset", "laptop")
+    run_id = DataDir(data).latest_run()
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        started = next(r.envelope.event() for r in log.read() if r.envelope.type == "RunStarted")
+        assert started.config["loop"]["rounds"] == 2 and started.config["replay"]["enabled"] is True
+        counts = check_rounds(log, plain=2, hinted=2, rounds=2)
+        assert counts["accepted"] == 6 and counts["replays"] >= 2, counts
+        assert verify_regrets(log) == []
+        assert verify_replays(log) == []
+    finally:
+        log.close()
+
+    res = runner.invoke(app, ["replay", run_id, "--verify", "--data-dir", str(data)])
+    assert res.exit_code == 0 and "equal" in res.output, res.output
+    res = runner.invoke(app, ["replay", run_id, "--verify", "--json", "--data-dir", str(data)])
+    assert res.exit_code == 0 and json.loads(res.output)["verify"] == "equal"
+    res = runner.invoke(app, ["config", "show", "--run", run_id, "--data-dir", str(data), "--json"])
+    shown = json.loads(res.output)
+    assert shown["loop.rounds"] == {"value": 2, "source": "recorded"}
+
+    # the archive keeps the series: one estimate per round, replays counted
+    with open_projections(DataDir(data).run_dir(run_id)) as projs:
+        rows = [r for r in list_environments(projs.archive.engine, limit=None) if r["verdict"] == "accepted"]
+        replayed = [r for r in rows if r["replays"]]
+        assert replayed and all(r["rounds"] == 2 + r["replays"] for r in rows)
+        series = estimates_of(projs.archive.engine, replayed[0]["env_id"])
+        assert [e["round"] for e in series] == list(range(2 + replayed[0]["replays"]))
+        assert [e["replay"] for e in series][:2] == [False, False] and all(e["replay"] for e in series[2:])
+        assert series[1]["designer_final"] and not series[0]["designer_final"]
+        assert replayed[0]["win_rate_plain"] == series[-1]["win_rate_plain"]  # the latest round's
+        assert replayed[0]["designer_reward"] == series[1]["designer_reward"]  # the designer-final one's
+        assert replayed[0]["plays_plain"] == 2 * len(series)
+
+    # stopped after 3 environments and resumed to 6: the same choices as straight through
+    data2 = tmp_path / "data2"
+    _start(data2, cfg, "--max-envs", "3")
+    first = DataDir(data2).latest_run()
+    _start(data2, cfg, "--max-envs", "6", "--run", first)
+    assert _choices(data2, first) == _choices(data, run_id)
+    log = open_event_log(first, data_dir=data2)
+    try:
+        assert verify_replays(log) == [] and verify_regrets(log) == []
+    finally:
+        log.close()
