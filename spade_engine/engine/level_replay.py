@@ -166,7 +166,7 @@ def choose_replay(cfg: EngineConfig, state: RunState, *, policy_version: str = "
     rc = cfg.replay
     if not rc.enabled:
         return None
-    from .stages import derive_seed
+    from .seeds import derive_seed
 
     t = next_slot(state)
     rng = random.Random(derive_seed(cfg.seed, "level-replay", t))

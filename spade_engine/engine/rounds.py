@@ -34,6 +34,7 @@ from ..events.catalogue import EnvironmentProposed, GarbageProbe, RegretEstimate
 from .garbage import probe_reward, probe_won
 from .regret import designer_reward, ema_update, regret, win_rate
 from .rollouts import PlaySpec
+from .seeds import derive_seed, env_key
 
 __all__ = ["round_play_specs", "hinted_count", "estimate_round", "Plays", "group_by_round"]
 
@@ -41,24 +42,16 @@ __all__ = ["round_play_specs", "hinted_count", "estimate_round", "Plays", "group
 Plays = Sequence[tuple[str, RolloutCompleted]]
 
 
-def _derive(*parts: object) -> int:
-    from .stages import derive_seed
-
-    return derive_seed(*parts)
-
-
 def round_play_specs(seed: int, env_id: str, round_: int, *, plain: int, hinted: int) -> list[PlaySpec]:
     """The plays of round ``round_``: ``plain`` plain then ``hinted`` hinted plays; play i of both
     kinds uses the same environment seed. Round 0's seeds are those of the first engine
     (``derive_seed(seed, env key, "play", i)``), later rounds' add the round number."""
-    from .stages import env_key
-
     key = env_key(env_id)
     n = max(plain, hinted)
     if round_ == 0:
-        seeds = [_derive(seed, key, "play", i) for i in range(n)]
+        seeds = [derive_seed(seed, key, "play", i) for i in range(n)]
     else:
-        seeds = [_derive(seed, key, "play", round_, i) for i in range(n)]
+        seeds = [derive_seed(seed, key, "play", round_, i) for i in range(n)]
     return [PlaySpec(index=i, hinted=False, seed=seeds[i]) for i in range(plain)] + [
         PlaySpec(index=i, hinted=True, seed=seeds[i]) for i in range(hinted)
     ]

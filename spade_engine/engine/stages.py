@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,11 +51,12 @@ from .designer import (
     novelty_text,
     repair_messages,
 )
-from .garbage import probe_reward, probe_won, run_garbage_probe
+from .garbage import run_garbage_probe
 from .hints import clean_hint, hint_messages
 from ..policy.protocol import Policy, PolicyRequest, Sample
-from .regret import estimate
 from .rollouts import PlaySpec, play_episodes
+from .rounds import estimate_round
+from .seeds import derive_seed, env_key
 
 __all__ = [
     "derive_seed",
@@ -77,22 +77,6 @@ __all__ = [
 ]
 
 NOMINAL_DIFFICULTIES = (0.2, 0.5, 0.8)
-
-
-_RUN_SUFFIX = re.compile(r"^[0-9A-Za-z]{1,6}-(e\d+(?:-r\d+)?)$")
-
-
-def env_key(env_id: str) -> str:
-    """``env_id`` without the run suffix (``a1b2c3-e00004-r1`` -> ``e00004-r1``): what seeds are
-    derived from, so the same run seed gives the same environments in every run."""
-    m = _RUN_SUFFIX.match(env_id)
-    return m.group(1) if m else env_id
-
-
-def derive_seed(*parts: object) -> int:
-    """A 31-bit seed from any parts (stable across processes and Python versions)."""
-    h = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
 
 
 class NoveltyMemory(Protocol):
@@ -461,29 +445,9 @@ def estimate_regret(
     ``plays`` are ``(event_id, payload)`` pairs; they are ordered by (hinted, index) so the
     result does not depend on the order the plays were recorded in. The loop estimates every
     round with :func:`spade_engine.engine.rounds.estimate_round` (rounds, smoothing and the
-    learning-potential baseline); this is its one-round form without a baseline. ``probe`` is the recorded
-    garbage probe (``HintWritten.garbage_probe``): when it won, the environment is ``trivial``
+    learning-potential baseline); this is its round 0 with no earlier estimate of the skill.
+    ``probe`` is the recorded garbage probe (``HintWritten.garbage_probe``): when it won, the environment is ``trivial``
     and its designer reward is 0.
     """
-    ordered = sorted(plays, key=lambda p: (p[1].hinted, p[1].index))
-    plain = [p.episode_reward for _, p in ordered if not p.hinted]
-    hinted = [p.episode_reward for _, p in ordered if p.hinted]
-    timeouts = sum(1 for _, p in ordered if p.step_timeout)
-    res = estimate(plain, hinted, step_timeouts=timeouts, cfg=reward)
-    versions = sorted({p.policy_version for _, p in ordered})
-    return RegretEstimated(
-        env_id=proposed.env_id,
-        skill=proposed.skill,
-        plain_rewards=res.plain_rewards,
-        hinted_rewards=res.hinted_rewards,
-        win_rate_plain=res.win_rate_plain,
-        win_rate_hinted=res.win_rate_hinted,
-        regret=res.regret,
-        designer_reward=0.0 if probe_won(probe) else res.designer_reward,
-        reward_variant=res.variant,
-        step_timeouts=res.step_timeouts,
-        policy_version=versions[-1] if versions else "",
-        rollout_ids=[eid for eid, _ in ordered],
-        trivial=probe_won(probe),
-        garbage_reward=probe_reward(probe) if probe is not None else None,
-    )
+    cfg = EngineConfig().model_copy(update={"reward": reward})
+    return estimate_round(proposed, plays, cfg, round_=0, replay=False, prev=None, probe=probe)

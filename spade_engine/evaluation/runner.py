@@ -29,7 +29,7 @@ from typing import Any
 
 from ..policy.protocol import Policy, PolicyRequest, Sample
 from ..engine.rollouts import PlaySpec, play_episodes
-from ..engine.stages import derive_seed
+from ..engine.seeds import derive_seed
 from ..errors import SpadeError
 from ..events.catalogue import EvaluationCompleted
 from .scoring import CI_METHOD, TaskScore, extract_answer, score_reasoning_gym

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..engine.stages import derive_seed
+from ..engine.seeds import derive_seed
 from ..errors import SpadeError
 
 __all__ = [
