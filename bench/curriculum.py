@@ -17,7 +17,8 @@
 The LAST line is one JSON object with ``frontier_share_off``/``_on``, ``frontier_share_ratio``
 (on / off; null when off is 0) and ``frontier_share_delta`` (on - off), the same for ``regret``,
 ``replays``, and
-``designer_used_share_before``/``_after`` and ``designer_used_ratio`` (after / before) at the
+``designer_used_share_before``/``_after``, ``designer_used_delta`` (after - before) and
+``designer_used_ratio`` (after / before; null when before is 0, as in ``--quick``) at the
 default batch size, plus the shares at every ``--batch-groups`` size.
 
     python3 bench/curriculum.py            # 24 new environments per run, k = 4
@@ -154,6 +155,7 @@ def main() -> None:
         "regret_delta": round(r_on - r_off, 4),
         "designer_used_share_before": round(before, 4),
         "designer_used_share_after": round(after, 4),
+        "designer_used_delta": round(after - before, 4),
         "designer_used_ratio": round(after / before, 4) if before else None,
         **{f"designer_used_share_before_{bg}": round(b, 4) for bg, (b, _) in shares.items()},
         **{f"designer_used_share_after_{bg}": round(a, 4) for bg, (_, a) in shares.items()},

@@ -34,7 +34,7 @@ CASES = {
                 "replay_events_per_s", "replay_events_per_s_sequential", "baseline_read_events_per_s"]),
     "curriculum": (["--quick"], ["frontier_share_off", "frontier_share_on", "frontier_share_delta", "regret_off", "regret_on",
                                  "regret_delta", "replays", "designer_used_share_before", "designer_used_share_after",
-                                 "designer_used_ratio"]),
+                                 "designer_used_delta"]),
     "loop": (["--quick"], ["envs_per_min", "plays_per_min", "sandbox_share", "frontier_share", "frontier_share_fixed"]),
     "novelty": (["--n", "16"], ["novel_share", "novel_share_of_proposals", "accepted_share", "s_per_env", "sandbox_share",
                                 "embedding_share"]),

@@ -446,7 +446,13 @@ def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path,
             obs, _ = s.reset(seed=0)
         seen = json.loads(obs)
         assert secret not in obs
-        assert set(seen["/"]) <= {"dev", "proc", "tmp", "usr", "root", "lib", "lib64", "lib32", "libx32", "work", "opt", "home", "srv"}
+        # The root holds the system's library folders plus the first component of each path the
+        # sandbox binds read-only: the Python installation and the checkout's sandbox modules
+        # (a CI clone lives in /check, a user's in /home or /work).
+        from spade_engine.sandbox.rootfs import needed_dirs
+
+        bound = {Path(p).parts[1] for p in [*needed_dirs(), str(repo.resolve())] if len(Path(p).parts) > 1}
+        assert set(seen["/"]) <= {"dev", "proc", "tmp", "usr", "root", "lib", "lib64", "lib32", "libx32"} | bound
         assert {"etc", "sys", "var", "bin", "boot"}.isdisjoint(seen["/"])
         for p in ("/home", "/sys", "/etc", str(data_dir), str(data_dir / "events.sqlite"), str(repo / "pyproject.toml"), str(repo / "tests")):
             assert seen[p] in ("FileNotFoundError", "PermissionError"), (p, seen[p])
