@@ -170,7 +170,7 @@ def test_designer_prompt_has_contract_skill_document_and_examples():
     msgs = designer_messages(skill="tool_use", difficulty=0.9, document_text="DOC-TEXT-HERE", examples=ex)
     user = msgs[-1]["content"]
     assert msgs[0]["role"] == "system"
-    for needle in ("DOC-TEXT-HERE", "\\boxed{<action>}", "def solution", "tool_use", "hard", "GoodEnv", "too easy", "z9: NearEnv"):
+    for needle in ("DOC-TEXT-HERE", "\\boxed{<action>}", "solution(self)", "tool_use", "hard", "GoodEnv", "too easy", "z9: NearEnv"):
         assert needle in user, needle
     assert ex.parents == ["p1", "n1"] and ex.avoid == ["z9"]
     rep = repair_messages(msgs, "bad completion", error_kind="syntax", failed_check="parse", detail="line 3: invalid")

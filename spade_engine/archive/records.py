@@ -29,8 +29,9 @@ def decode_record(record: Record) -> tuple[Any, str | None]:
         return cached[2], cached[3]
     event: Any = None
     reason: str | None = None
-    if env.type == "RolloutCompleted" and env.schema_version == RolloutCompleted.VERSION:
+    if env.type == "RolloutCompleted" and 1 <= env.schema_version <= RolloutCompleted.VERSION:
         # the most frequent and largest event: projections need its summary, not its turns
+        # (every version so far has the summary's fields; v2 only added end_reason)
         try:
             event = _rollout_decoder(env.payload)
         except (msgspec.ValidationError, TypeError, ValueError):

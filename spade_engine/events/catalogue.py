@@ -40,6 +40,7 @@ __all__ = [
     "RunStopped",
     "EvaluationCompleted",
     "EVENT_TYPES",
+    "END_REASONS",
     "UPCASTERS",
     "register_upcaster",
     "decode_payload",
@@ -209,16 +210,27 @@ class HintWritten(EventPayload, frozen=True, kw_only=True):
     generation: Generation | None = None
 
 
+#: why a play ended (``RolloutCompleted.end_reason``): the environment terminated or truncated
+#: itself; the runner's turn budget ran out; the agent's reply was cut by its token limit (the
+#: episode ends with reward 0, as in the SPADE release); the conversation no longer fits the
+#: model's context window; a step timed out; the sandbox crashed; another error
+END_REASONS = (
+    "terminated", "truncated", "turn_limit", "agent_length", "context", "step_timeout", "sandbox_crash", "error",
+)
+
+
 class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     """One play of an environment, with everything the trainer needs.
 
     ``episode_reward`` (:func:`spade_engine.engine.regret.episode_reward`): the last step's reward clipped to [-1, 1] if the episode
     terminated, else 0. ``turns`` hold observations, actions, per-turn rewards and each turn's
-    :class:`Generation` (token ids and behaviour log-probs). ``step_timeout`` marks a step() that
-    hit the sandbox's wall-clock limit; ``error`` says why a play ended abnormally.
+    :class:`Generation` (token ids, behaviour log-probs, finish reason). ``step_timeout`` marks a
+    step() that hit the sandbox's wall-clock limit; ``error`` says why a play ended abnormally;
+    ``end_reason`` (one of :data:`END_REASONS`, version 2) why it ended at all.
     """
 
     TYPE: ClassVar[str] = "RolloutCompleted"
+    VERSION: ClassVar[int] = 2
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     play_id: str
@@ -233,6 +245,7 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     error: str | None = None
     seconds: float = 0.0
     index: int = 0
+    end_reason: str = ""
 
 
 class RegretEstimated(EventPayload, frozen=True, kw_only=True):
@@ -390,6 +403,25 @@ def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, 
             raise MalformedEvent(f"no upcaster for {event_type} v{version} -> v{version + 1}")
         payload = fn(dict(payload))
         version += 1
+    return payload
+
+
+@register_upcaster("RolloutCompleted", 1)
+def _rollout_v1_end_reason(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 -> v2: ``end_reason`` from what v1 recorded (a v1 play cut by the runner's turn limit
+    was recorded as truncated, so it reads as ``truncated``)."""
+    error = payload.get("error") or ""
+    if payload.get("terminated"):
+        reason = "terminated"
+    elif payload.get("step_timeout"):
+        reason = "step_timeout"
+    elif error.startswith("sandbox crash"):
+        reason = "sandbox_crash"
+    elif error:
+        reason = "error"
+    else:
+        reason = "truncated"
+    payload["end_reason"] = reason
     return payload
 
 

@@ -118,6 +118,7 @@ def start(
     plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays and hinted plays per environment.", show_default=False)] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the live progress panel.")] = True,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
+    seed_envs: Annotated[Optional[str], typer.Option("--seed-envs", metavar="bundled|DIR|none|auto", help="Seed archive recorded at the start of a new run (loop.seed_envs; auto = bundled with --model).", show_default=False)] = None,
 ) -> None:
     """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
 
@@ -125,7 +126,9 @@ def start(
     offline simulation) and the bundled corpus. Resumes the latest unfinished run (see --run,
     --new). Ctrl-C stops cleanly (RunStopped reason=interrupted); start again to resume.
     """
+    from ..engine.stages import designer_batch as stages_batch
     from .engine import open_engine, resolve_start_run
+    from .progress import ModelActivity
 
     if forever and max_envs is not None:
         raise SpadeError("--forever and --max-envs contradict each other: pass one")
@@ -137,7 +140,7 @@ def start(
     run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
     flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train}
     if create:
-        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
+        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs})
         if model:
             flags.update({"policy.kind": "transformers", "policy.model": model})
         cfg = load_config(config, overrides=flags)
@@ -153,8 +156,8 @@ def start(
             cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
         else:
             cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if model or seed is not None or config is not None:
-                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config are ignored[/]")
+            if model or seed is not None or config is not None or seed_envs is not None:
+                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config/--seed-envs are ignored[/]")
     verb = "starting new run" if create else "resuming run"
     console.print(f"[bold]{verb}[/] {run_id}  [dim](data {root}, backend {b}, policy {cfg.policy.kind})[/]")
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
@@ -164,19 +167,42 @@ def start(
         t0 = time.monotonic()
         last = [0.0]
         live: Live | None = None
+        activity = ModelActivity()
+        activity.attach(engine.ctx)
+        if cfg.policy.kind != "procedural" and str(getattr(engine.ctx.policy, "describe", lambda: {})().get("device", "")) == "cpu":
+            console.print(
+                f"[dim]{cfg.policy.model} runs on the CPU: expect minutes per designer batch "
+                f"({stages_batch(cfg, engine.ctx.policy)} proposals, up to {cfg.policy.generation.designer.max_new_tokens} "
+                "new tokens each) and per play; the panel shows tokens/s and an ETA[/]",
+                highlight=False,
+            )
 
-        def draw(state: RunState, force: bool = False) -> None:
+        shown: list[dict[str, Any] | None] = [None]
+
+        def draw(state: RunState | None, force: bool = False) -> None:
             now = time.monotonic()
             if live is None or (not force and now - last[0] < 0.25):
                 return
             last[0] = now
+            if state is not None:  # the engine's thread: fold a fresh summary
+                shown[0] = state.stats((cfg.reward.band_low, cfg.reward.band_high))
+            if shown[0] is None:
+                return
             tm = engine.ctx.timings
             extra = (
                 f"{now - t0:.0f}s  sandbox {tm.sandbox:.1f}s  policy {tm.policy:.1f}s  embedding {tm.embedding:.1f}s  "
                 f"(max envs {cfg.loop.env_bound or 'unbounded'}; Ctrl-C stops cleanly)"
             )
-            live.update(render_stats(state.stats((cfg.reward.band_low, cfg.reward.band_high)), title=run_id, extra=extra))
+            now_doing = activity.text()
+            if now_doing:
+                extra = f"now: {now_doing}\n{extra}"
+            live.update(render_stats(shown[0], title=run_id, extra=extra))
 
+        def tick() -> None:  # redraw the activity line while a long model call runs
+            while not done_drawing.wait(1.0):
+                draw(None)
+
+        done_drawing = threading.Event()
         engine.on_progress = draw
         interrupts = [0]
 
@@ -196,12 +222,15 @@ def start(
             if progress:
                 live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
                 live.start()
+                threading.Thread(target=tick, name="progress", daemon=True).start()
             try:
                 reason = engine.run()
             except KeyboardInterrupt:
                 reason = "interrupted"
+            activity.on_activity("")
             draw(engine.state, force=True)
         finally:
+            done_drawing.set()
             if live is not None:
                 live.stop()
             for sig, handler in old.items():

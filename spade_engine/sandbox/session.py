@@ -5,6 +5,9 @@ the agent's turns (and several episodes may be played on it with ``reset``). Eve
 graded here, in the engine's process. After :class:`StepTimeout` or :class:`SandboxCrash` the
 session is dead and its worker has been replaced; :class:`EnvError` (the environment raised, or
 returned something outside the contract) leaves the session usable.
+
+``max_turns`` is the turn budget: the environment is constructed, then its own ``max_turns`` is
+capped at the budget (min(designed, budget)), as the validator does.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Session:
         step_timeout_s: float | None = None,
         acquire_timeout_s: float | None = None,
         reward_range: tuple[float, float] = REWARD_RANGE,
+        max_turns: int | None = None,
     ) -> None:
         cfg = pool.config
         self.step_timeout_s = step_timeout_s if step_timeout_s is not None else cfg.step_timeout_s
@@ -68,7 +72,11 @@ class Session:
             self.class_name: str = name
             self.contract: str = str(loaded.get("contract"))
             self.has_solution: bool = bool(loaded.get("has_solution"))
-            self._iid = self._task.call("new", timeout=cfg.import_timeout_s)["iid"]
+            created = self._task.call("new", timeout=cfg.import_timeout_s, max_turns=max_turns)
+            self._iid = created["iid"]
+            #: the environment's own max_turns, and what it is after the budget's cap
+            self.designed_max_turns: int | None = created.get("designed_max_turns")
+            self.max_turns: int | None = created.get("max_turns")
         except BaseException:
             self._task.end() if not self._task.dead else None
             raise
