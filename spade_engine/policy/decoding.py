@@ -359,6 +359,7 @@ class BatchSampler:
             keys = torch.tensor([int(s) & 0x7FFFFFFFFFFFFFFF for s in row_seeds], dtype=torch.long, device=device)
             keys = _mix(keys)
             vocab_ids = torch.arange(V, device=device, dtype=torch.long)
+        # outputs and bookkeeping per original row; ``rows`` maps the active batch to them
         toks = torch.full((B, n_new), self.pad_id, dtype=torch.long, device=device)
         lps = torch.zeros((B, n_new), dtype=torch.float32, device=device)
         done = torch.zeros(B, dtype=torch.bool, device=device)
@@ -366,6 +367,9 @@ class BatchSampler:
         limit_t = torch.tensor(limits, dtype=torch.long, device=device)
         n_out = torch.zeros(B, dtype=torch.long, device=device)
         eos = torch.tensor(self.eos_ids or [-1], dtype=torch.long, device=device)
+        rows = torch.arange(B, device=device)
+        compact = self.static_cache and not self.compile  # drop finished rows from the batch
+        storing = self.static_cache and self.prefix_cache is not None and self.prefix_cache.max_tokens > 0
         stopped: set[int] = set()
         step = self._step_fn()
         steps = 0
@@ -375,13 +379,14 @@ class BatchSampler:
                 gumbel = hash_gumbel(keys, V, vocab_ids=vocab_ids)
                 keys = keys + _STEP  # the next step's keys (wrapping int64)
             tok, lp = sample_tokens(logits, temperature, top_p, generator, gumbel=gumbel)
-            tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
-            toks[:, t] = tok
-            lps[:, t] = lp
-            n_out += (~done).long()
-            is_eos = torch.isin(tok, eos) & ~done
-            hit_eos |= is_eos
-            done = done | is_eos | (n_out >= limit_t)
+            live = ~done[rows]
+            tok = torch.where(live, tok, torch.full_like(tok, self.pad_id))
+            toks[rows, t] = tok
+            lps[rows, t] = lp
+            n_out[rows] += live.long()
+            is_eos = torch.isin(tok, eos) & live
+            hit_eos[rows] |= is_eos
+            done[rows] |= is_eos | (n_out[rows] >= limit_t[rows])
             steps = t + 1
             if t == n_new - 1:
                 break
@@ -392,6 +397,19 @@ class BatchSampler:
                     self._report(on_progress, t + 1, n_new, done, n_out, prompts, prefill_s, t_start)
                 if bool(done.all()):
                     break
+                if compact:
+                    alive = ~done[rows]
+                    if not bool(alive.all()):
+                        if storing:
+                            self._store_rows(cache, rows, ~alive, prompts, toks, n_out, P)
+                        keep_idx = alive.nonzero()[:, 0]
+                        rows, tok, keep, last_pos = rows[keep_idx], tok[keep_idx], keep[keep_idx], last_pos[keep_idx]
+                        if keys is not None:
+                            keys = keys[keep_idx]
+                        for layer in cache.layers:
+                            layer.keys = layer.keys.index_select(0, keep_idx)
+                            layer.values = layer.values.index_select(0, keep_idx)
+                        self._cache = None  # its batch changed: never reuse it for another call
             cur_pos = (last_pos + 1 + t)[:, None]
             if self.static_cache:
                 if self.compile:
@@ -411,25 +429,35 @@ class BatchSampler:
                 ).logits[:, -1, :]
         if on_progress is not None:
             self._report(on_progress, steps, n_new, done, n_out, prompts, prefill_s, t_start)
+        if storing:
+            self._store_rows(cache, rows, torch.ones(len(rows), dtype=torch.bool, device=device), prompts, toks, n_out, P)
         toks_l = toks[:, :steps].tolist()
         lps_l = lps[:, :steps].tolist()
         n_l = n_out.tolist()
-        if self.static_cache and self.prefix_cache is not None and self.prefix_cache.max_tokens > 0:
-            # prompt + the completion tokens fed back (all but the last): the next turn's or the
-            # repair's prompt starts with them
-            for i, p in enumerate(prompts):
-                a, b = P - len(p), P + n_l[i] - 1
-                self.prefix_cache.store(
-                    list(p) + toks_l[i][: n_l[i] - 1],
-                    [layer.keys[i, :, a:b].clone() for layer in cache.layers],
-                    [layer.values[i, :, a:b].clone() for layer in cache.layers],
-                )
         eos_l = hit_eos.tolist()
         out_rows = []
         for i in range(B):
             reason = "stop" if eos_l[i] else ("stop_string" if i in stopped else "length")
             out_rows.append(Completion(token_ids=toks_l[i][: n_l[i]], logprobs=lps_l[i][: n_l[i]], finish_reason=reason))
         return out_rows
+
+    def _store_rows(
+        self, cache: Any, rows: torch.Tensor, which: torch.Tensor, prompts: Sequence[Sequence[int]], toks: torch.Tensor,
+        n_out: torch.Tensor, P: int,
+    ) -> None:
+        """Cache prompt + the completion tokens fed back (all but the last) of the active rows
+        selected by ``which``: the next turn's or the repair's prompt starts with them."""
+        assert self.prefix_cache is not None
+        for pos in which.nonzero()[:, 0].tolist():
+            i = int(rows[pos])
+            n = int(n_out[i])
+            p = prompts[i]
+            a, b = P - len(p), P + n - 1
+            self.prefix_cache.store(
+                list(p) + toks[i, : n - 1].tolist(),
+                [layer.keys[pos, :, a:b].clone() for layer in cache.layers],
+                [layer.values[pos, :, a:b].clone() for layer in cache.layers],
+            )
 
     def _prefill_row(self, prompt: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
         """Keys and values ``(heads, n, dim)`` per layer of one prompt (positions from 0), and the
