@@ -22,6 +22,7 @@ def _ctx(policy, **overrides) -> stages.StageContext:
 
 def test_a_truncated_designer_completion_is_rejected_before_validation_and_repaired_as_such() -> None:
     policy = TransformersPolicy.from_tiny(seed=3)
+    policy.sampler.eos_ids = []  # the random model could end a completion by chance: here it never does
     ctx = _ctx(policy, **{"policy.generation.designer.max_new_tokens": 8})
     job = stages.design_job(ctx, env_id="abcdef-e00000", index=0, skill_history=lambda s: [])
     (proposed,) = stages.propose_batch(ctx, [job])
@@ -62,6 +63,7 @@ class _CountingSession:
 
 def test_an_agent_reply_cut_by_its_token_limit_ends_the_episode_with_reward_zero() -> None:
     policy = TransformersPolicy.from_tiny(seed=3)
+    policy.sampler.eos_ids = []  # never ends by chance
     ctx = _ctx(policy, **{"policy.generation.agent.max_new_tokens": 3})
     steps: list[str] = []
     (play,) = play_episodes(

@@ -18,16 +18,17 @@ How it is fast:
   to the prompt, step ``t`` to the first ``P + t + 1`` positions rounded up to a bucket, never to
   the whole cache sized for the longest possible completion (a 16k-token designer limit would
   otherwise make every step and the prefill attend over 16k empty slots);
-* sampling is the Gumbel race (``argmax(log p + g)``), which is exact and needs no sort and no
-  ``multinomial``; top-p filtering sorts only when ``top_p < 1``;
+* sampling inverts the cumulative distribution at one uniform per row (exact; one random number
+  per row, not per vocabulary entry); top-p looks at a partial selection of the most likely
+  tokens on the CPU and sorts the vocabulary only when they do not reach ``top_p``;
 * finished rows keep decoding pad tokens (no shape change) and the loop stops early when all rows
   are done (checked every ``check_every`` steps, the only host sync in the loop; stop strings and
   progress reports ride on the same sync).
 
-Per-row randomness: with ``row_seeds`` the noise of row ``i`` at step ``t`` is a counter-based
-hash of ``(row_seeds[i], t, token id)``, so a row's completion depends on its own seed only, not
-on which other prompts share its batch or on the device's random state. Integer hashing is exact,
-so the noise is the same on CPU and GPU.
+Per-row randomness: with ``row_seeds`` the uniform of row ``i`` at step ``t`` is a counter-based
+hash of ``(row_seeds[i], t)``, so a row's completion depends on its own seed only, not on which
+other prompts share its batch or on the device's random state. Integer hashing is exact, so the
+uniforms are the same on CPU and GPU.
 
 Log-probs: with temperature ``T > 0`` the recorded log-prob is ``log_softmax(logits / T)`` of
 the sampled token (after top-p renormalisation when ``top_p < 1``); with ``T == 0`` (greedy) it
@@ -47,7 +48,7 @@ from typing import Any, Sequence
 
 import torch
 
-__all__ = ["Completion", "BatchSampler", "sample_tokens", "hash_gumbel", "trim_at_stop", "StepReport"]
+__all__ = ["Completion", "BatchSampler", "sample_tokens", "hash_uniform", "trim_at_stop", "StepReport", "TOP_P_CANDIDATES"]
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,15 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
     return x ^ _shr(x, 31)
 
 
-def hash_gumbel(row_keys: torch.Tensor, vocab: int, *, vocab_ids: torch.Tensor | None = None) -> torch.Tensor:
-    """Standard Gumbel noise (B, V) from per-row int64 keys (B,): a pure function of the key and
-    the token id, identical on every device."""
-    ids = vocab_ids if vocab_ids is not None else torch.arange(vocab, device=row_keys.device, dtype=torch.long)
-    x = _mix(row_keys[:, None] * _GOLDEN + ids[None, :])
-    u = (_shr(x, 40).to(torch.float32) + 0.5) * (1.0 / (1 << 24))  # (0, 1), 24 bits
-    return -torch.log(-torch.log(u))
+def hash_uniform(row_keys: torch.Tensor) -> torch.Tensor:
+    """One uniform in (0, 1) per row (float64, 53 bits) from per-row int64 keys: a pure function
+    of the key, identical on every device."""
+    x = _mix(row_keys * _GOLDEN + 1)
+    return (_shr(x, 11).to(torch.float64) + 0.5) * (1.0 / (1 << 53))
+
+
+#: candidates examined for top-p on the CPU before falling back to a full sort
+TOP_P_CANDIDATES = 256
 
 
 def sample_tokens(
@@ -106,34 +109,47 @@ def sample_tokens(
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
     *,
-    gumbel: torch.Tensor | None = None,
+    uniform: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row of ``logits`` (B, V); return ``(tokens, logprobs)`` (B,), (B,).
 
     The log-prob is that of the distribution sampled from (temperature-scaled, top-p truncated).
-    ``gumbel`` (B, V) is the noise to use (see :func:`hash_gumbel`); otherwise it is drawn from
-    ``generator`` (or torch's global generator).
+    Sampling inverts the cumulative distribution at one uniform per row (``uniform``, see
+    :func:`hash_uniform`; otherwise drawn from ``generator``): one uniform per row, not one
+    random number per vocabulary entry. Top-p keeps the most likely tokens whose preceding mass is
+    below ``top_p``; on the CPU it looks at the ``TOP_P_CANDIDATES`` most likely tokens (a partial
+    selection, no sort of the vocabulary) and sorts everything only when they do not reach
+    ``top_p``, which gives the same nucleus.
     """
     logits = logits.float()
     if temperature <= 0:
-        logp = torch.log_softmax(logits, dim=-1)
         tok = logits.argmax(dim=-1)
+        return tok, torch.log_softmax(logits, dim=-1).gather(-1, tok[:, None])[:, 0]
+    B, V = logits.shape
+    logp = torch.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
+    if uniform is None:
+        uniform = torch.rand(B, generator=generator, device=logits.device, dtype=torch.float64)
+    u = uniform.to(device=logits.device, dtype=torch.float64)[:, None]
+    if top_p >= 1.0:
+        cdf = logp.double().exp().cumsum(-1)
+        tok = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=V - 1)[:, 0]
         return tok, logp.gather(-1, tok[:, None])[:, 0]
-    scaled = logits / temperature
-    if top_p < 1.0:
-        sorted_logits, idx = scaled.sort(dim=-1, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # drop tokens whose preceding mass already reaches top_p (always keep the first)
-        drop = (probs.cumsum(-1) - probs) >= top_p
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, idx, sorted_logits)
-    logp = torch.log_softmax(scaled, dim=-1)
-    if gumbel is None:
-        noise = torch.empty_like(logp).exponential_(generator=generator)
-        tok = (logp - noise.log()).argmax(dim=-1)
-    else:
-        tok = (logp + gumbel).argmax(dim=-1)
-    return tok, logp.gather(-1, tok[:, None])[:, 0]
+    cand_lp = cand_idx = None
+    if logits.device.type == "cpu" and V > TOP_P_CANDIDATES:
+        top_lp, top_idx = logp.topk(TOP_P_CANDIDATES, dim=-1)  # sorted, most likely first
+        if bool((top_lp.exp().sum(-1) >= top_p).all()):
+            cand_lp, cand_idx = top_lp, top_idx
+    if cand_lp is None:
+        cand_lp, cand_idx = logp.sort(dim=-1, descending=True)
+    probs = cand_lp.exp()
+    # keep tokens whose preceding mass is below top_p (always the first)
+    kept = probs * (((probs.cumsum(-1) - probs) < top_p).to(probs.dtype))
+    cdf = kept.double().cumsum(-1)
+    mass = cdf[:, -1:]
+    pick = torch.searchsorted(cdf, u * mass).clamp(max=cand_lp.shape[-1] - 1)
+    tok = cand_idx.gather(-1, pick)[:, 0]
+    lp = cand_lp.gather(-1, pick)[:, 0] - mass[:, 0].log().to(cand_lp.dtype)
+    return tok, lp
 
 
 def trim_at_stop(token_ids: Sequence[int], decode: Callable[[list[int]], str], stops: Sequence[str]) -> tuple[int, str] | None:
@@ -352,13 +368,11 @@ class BatchSampler:
 
         V = logits.shape[-1]
         keys = None
-        vocab_ids = None
         if row_seeds is not None and temperature > 0:
             if len(row_seeds) != B:
                 raise ValueError("row_seeds: one seed per prompt")
             keys = torch.tensor([int(s) & 0x7FFFFFFFFFFFFFFF for s in row_seeds], dtype=torch.long, device=device)
             keys = _mix(keys)
-            vocab_ids = torch.arange(V, device=device, dtype=torch.long)
         # outputs and bookkeeping per original row; ``rows`` maps the active batch to them
         toks = torch.full((B, n_new), self.pad_id, dtype=torch.long, device=device)
         lps = torch.zeros((B, n_new), dtype=torch.float32, device=device)
@@ -374,11 +388,11 @@ class BatchSampler:
         step = self._step_fn()
         steps = 0
         for t in range(n_new):
-            gumbel = None
+            uniform = None
             if keys is not None:
-                gumbel = hash_gumbel(keys, V, vocab_ids=vocab_ids)
+                uniform = hash_uniform(keys)
                 keys = keys + _STEP  # the next step's keys (wrapping int64)
-            tok, lp = sample_tokens(logits, temperature, top_p, generator, gumbel=gumbel)
+            tok, lp = sample_tokens(logits, temperature, top_p, generator, uniform=uniform)
             live = ~done[rows]
             tok = torch.where(live, tok, torch.full_like(tok, self.pad_id))
             toks[rows, t] = tok
