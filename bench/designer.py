@@ -9,7 +9,8 @@ Two arms in the same run, with the same loaded model:
   targeted advice;
 * **baseline**: the previous prompt and settings (``bench/designer_baseline.py``: skeleton with
   ``...`` bodies, no example, 512 new tokens at temperature 1.0 and top-p 1.0, turn limit 8, one
-  proposal per call, repairs of invalid ones only, the old repair message).
+  proposal per call unless ``--baseline-batch``, repairs of invalid ones only, the old repair
+  message). Both arms use today's sandbox (turn cap, stdlib names) and sampler.
 
 Each arm: N first proposals -> sandboxed validation + embedding novelty -> one repair round ->
 validation. Nothing is played. Then plain ``model.generate()`` and the engine's sampler decode the
@@ -70,7 +71,9 @@ def baseline_repairs() -> Iterator[None]:
         stages.repair_messages = saved  # type: ignore[assignment]
 
 
-def run_arm(policy: Any, arm: str, *, n: int, batch: int, max_new: int, seed: int, root: Path, say: Any) -> dict[str, Any]:
+def run_arm(
+    policy: Any, arm: str, *, n: int, batch: int, max_new: int, seed: int, root: Path, say: Any, baseline_batch: int = 1
+) -> dict[str, Any]:
     if arm == "current":
         overrides = {
             "loop.seed_envs": "bundled", "loop.designer_batch": batch,
@@ -78,7 +81,7 @@ def run_arm(policy: Any, arm: str, *, n: int, batch: int, max_new: int, seed: in
         }
     else:
         overrides = {
-            "loop.seed_envs": "none", "loop.designer_batch": 1, "loop.turn_limit": 8,
+            "loop.seed_envs": "none", "loop.designer_batch": baseline_batch, "loop.turn_limit": 8,
             **{f"policy.generation.designer.{k}": v for k, v in BASELINE_SETTINGS.items()},
         }
     cfg = load_config(
@@ -215,6 +218,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4, help="proposals per batched designer call (current arm)")
     ap.add_argument("--max-new-tokens", type=int, default=None, help="designer token limit of the current arm (default: the config's)")
     ap.add_argument("--compare-tokens", type=int, default=32, help="new tokens per row in the generate() comparison")
+    ap.add_argument("--baseline-batch", type=int, default=1,
+                    help="proposals per call in the baseline arm (1 = as before; more saves time and changes no proposal)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--arms", default="current,baseline", help="which arms to run, in order")
@@ -234,7 +239,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-designer-") as tmp:
         for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
             res = run_arm(policy, arm, n=args.n, batch=min(args.batch, args.n), max_new=max_new, seed=args.seed,
-                          root=Path(tmp) / arm, say=say)
+                          root=Path(tmp) / arm, say=say, baseline_batch=min(args.baseline_batch, args.n))
             arms[arm] = res
             say(f"[{arm}] valid first try {res['valid_first_try']:.0%}, after repair {res['valid_after_repair']:.0%}, "
                 f"accepted {res['accepted']:.0%}; first-try rejections {res['error_kinds']}; "

@@ -286,8 +286,7 @@ def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str
     if not pool or k <= 0:
         return []
     batch = max(1, designer_batch(ctx.cfg, ctx.policy))
-    others = [e for e in pool if e.skill != skill] or list(pool)
-    shared = others[derive_seed(ctx.seed, "examples", index // batch) % len(others)]
+    shared = pool[derive_seed(ctx.seed, "examples", index // batch) % len(pool)]  # the same for the whole batch
     chosen = [shared]
     same = [e for e in pool if e.skill == skill and e.env_id != shared.env_id]
     if k >= 2 and same:
