@@ -230,6 +230,17 @@ def main() -> None:
 
     t0 = time.perf_counter()
     policy = TransformersPolicy.from_pretrained(args.model, dtype=args.dtype)
+    from spade_engine.runs.progress import ModelActivity
+
+    activity, last = ModelActivity(), [0.0]
+
+    def progress(p: Any) -> None:  # one line a minute while a long call runs
+        activity.on_progress(p)
+        if time.monotonic() - last[0] >= 60:
+            last[0] = time.monotonic()
+            say(f"  ... {activity.text()} (load {load()})")
+
+    policy.on_progress = progress
     d = policy.describe()
     say(f"model {args.model}: {d['parameters'] / 1e6:.0f}M parameters, {d['dtype']} on {d['device']}, "
         f"{os.cpu_count()} CPUs, torch threads {__import__('torch').get_num_threads()}, loaded in "

@@ -95,3 +95,31 @@ def test_a_conversation_that_outgrows_the_context_window_ends_cleanly() -> None:
     assert len(steps) == 1 and len(play.turns) == 1
     assert play.turns[0].generation.finish_reason == "stop_string"
     assert play.end_reason == "context" and play.truncated and play.episode_reward == 0.0 and play.error is None
+
+
+def test_plays_recorded_before_end_reasons_read_with_one() -> None:
+    """RolloutCompleted v1 (no end_reason) is upcast to v2 on read; the projections' summary
+    decoder reads both versions."""
+    import msgspec
+
+    from spade_engine.archive.records import decode_record
+    from spade_engine.events.catalogue import RolloutCompleted, decode_payload
+    from spade_engine.events.codec import make_envelope
+    from spade_engine.events.log import Record
+
+    base = {"env_id": "e", "play_id": "e/p0", "hinted": False, "seed": 1, "policy_version": "v0", "episode_reward": 0.0}
+    cases = [
+        ({"terminated": True, "episode_reward": 1.0}, "terminated"),
+        ({"step_timeout": True, "error": "step timeout: x"}, "step_timeout"),
+        ({"error": "sandbox crash: y"}, "sandbox_crash"),
+        ({"truncated": True}, "truncated"),
+    ]
+    for extra, reason in cases:
+        ev = decode_payload("RolloutCompleted", 1, {**base, **extra})
+        assert isinstance(ev, RolloutCompleted) and ev.end_reason == reason
+    env = make_envelope(RolloutCompleted(**base, end_reason="agent_length"), run_id="r", producer="t")
+    old = msgspec.structs.replace(env, schema_version=1, payload={**base, "turns": [{"observation": "o", "action": "a", "reward": 0.0}]})
+    for e in (env, old):
+        summary, why = decode_record(Record(0, 0, e, b""))
+        assert why is None and summary.env_id == "e"
+    assert RolloutCompleted.VERSION == 2

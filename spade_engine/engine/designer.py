@@ -37,11 +37,7 @@ __all__ = [
     "novelty_text",
     "contract_text",
     "DESIGNER_SYSTEM_PROMPT",
-    "PROMPT_VERSION",
 ]
-
-#: recorded with proposals so prompt changes can be told apart in a run's log
-PROMPT_VERSION = "designer-v2"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ backends without tokens), and why it ended (:data:`FINISH_REASONS`).
 Generation settings travel with each request (``max_new_tokens``, ``temperature``, ``top_p``,
 ``stop``, ``enable_thinking``): the stages fill them from the role's section of
 ``[policy.generation]``; ``None`` leaves the backend's own default.
+
+Two optional attributes a backend may have: ``context_window`` (prompt + completion tokens at
+most; the designer's document budget is fitted to it) and ``on_progress`` (a callable the run
+sets to receive :class:`GenerationProgress` during long calls).
 """
 
 from __future__ import annotations
