@@ -30,8 +30,14 @@ def test_the_bundled_archive_spans_the_skills() -> None:
     by_skill = Counter(s.skill for s in SEEDS)
     assert set(by_skill) == set(SKILLS) and min(by_skill.values()) >= 2
     assert len({s.code for s in SEEDS}) == len(SEEDS)
+    import ast
+
     for s in SEEDS:
         assert s.code.startswith('"""') and "def solution(self)" in s.code and "random.Random(seed)" in s.code, s.name
+        # self-contained classes: a designer that copies only the class copies everything it uses
+        body = ast.parse(s.code).body
+        assert [type(n).__name__ for n in body if not isinstance(n, (ast.Import, ast.Expr))] == ["ClassDef"], s.name
+        assert not any(isinstance(n, ast.ImportFrom) for n in ast.walk(ast.parse(s.code))), s.name
         assert s.designer == f"seed:{s.name}" and 0.0 <= s.difficulty <= 1.0
     assert resolve_seed_spec("auto", needs_model=True) == "bundled"
     assert resolve_seed_spec("auto", needs_model=False) is None and resolve_seed_spec("none", needs_model=True) is None

@@ -37,8 +37,10 @@ def test_a_truncated_designer_completion_is_rejected_before_validation_and_repai
     st = EnvState(env_id=proposed.env_id, proposed=proposed, validated=verdict)
     assert st.repairable
     repair = stages.repair_job(ctx, env_id="abcdef-e00000-r1", failed=proposed, verdict=verdict, skill_history=lambda s: [])
-    assert "cut off at 8 tokens" in repair.messages[-1]["content"]
-    assert repair.messages[-2] == {"role": "assistant", "content": proposed.completion}
+    last = repair.messages[-1]["content"]
+    assert "cut off at 8 tokens" in last and "TURN BUDGET" in last and "REFERENCE DOCUMENT" in last
+    assert "YOUR PREVIOUS ENVIRONMENT" not in last  # a cut completion is not shown back
+    assert [m["role"] for m in repair.messages] == ["system", "user"]
 
 
 class _CountingSession:

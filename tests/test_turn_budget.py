@@ -159,3 +159,10 @@ def test_a_class_that_requires_max_turns_gets_the_budget(pool, validator) -> Non
 def test_common_stdlib_names_need_no_import(validator) -> None:
     report = validator.validate(NO_IMPORTS)
     assert report.valid, report.detail
+    # a common module asked of the wrong standard module resolves instead of failing the import
+    wrong = "from random import re, randint\nfrom math import random, sqrt\n" + NO_IMPORTS
+    report = validator.validate(wrong)
+    assert report.valid, report.detail
+    missing = "from random import no_such_name\n" + NO_IMPORTS
+    report = validator.validate(missing)
+    assert not report.valid and "cannot import name 'no_such_name'" in report.detail

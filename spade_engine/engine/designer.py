@@ -9,10 +9,10 @@ example environments (the seed archive's, then the memory's) instead of a skelet
 bodies. Its parts are ordered from the most shared to the most specific (contract and rules,
 examples, document, task), so a backend's prefix cache reuses the shared part.
 
-The memory examples shown become the proposal's lineage (``parents``, ``avoid``). A failed
-validation, a truncated completion or a near-copy is sent back with :func:`repair_messages` (the
-conversation so far plus the verdict and targeted advice), a bounded number of times; each repair
-is its own environment id and chain.
+The examples shown become the proposal's lineage (``parents``, ``avoid``). A failed validation,
+a truncated completion or a near-copy is sent back with :func:`repair_messages` (the contract,
+document and task again, the rejected code, then the verdict with targeted advice), a bounded
+number of times; each repair is its own environment id and chain.
 """
 
 from __future__ import annotations
@@ -93,16 +93,21 @@ THE CLASS
 - solution(self) -> list of str: the actions that win the episode just reset, each written "\\boxed{...}".
 
 DO NOT (the most common reasons environments are rejected)
-1. Braces in f-strings: f"reply with \boxed{n}" evaluates n and crashes with NameError. Write the action
-   format in a plain string ("reply with \\boxed{guess N}") or double the braces: f"\\boxed{{guess {n}}}".
-2. from random import re, from math import random: import whole modules (import random, import re,
-   import math) and call random.randint, re.search, math.sqrt.
-3. solution() returning a number or a bare string: return a LIST of action strings, for example
-   ["\\boxed{show 1}", "\\boxed{answer 42}"].
-4. Copying an example: examples only show the format. Use a new class name, new rules and a new theme.
-5. input(), print(), files, the network, threads, numpy, or any module outside the standard library.
-6. self.solution = ... (it hides the method): keep answers in self._answer.
-7. Revealing the answer in an observation, or accepting an empty or garbage action as a win.
+1. Braces in f-strings are code. Inside an f-string write the action format with doubled braces,
+   f"\\boxed{{guess {n}}}", or put it in a plain string: "\\boxed{guess N}". A single-brace \boxed{...}
+   inside an f-string crashes with NameError.
+2. Imports: the code starts with exactly the lines import random and import re (and import math when
+   needed). Never import a name out of a module (no from-import lines): importing re out of random, or
+   random out of math, fails at once, and random.Random(seed) needs the module random.
+3. solution() returns a LIST of action strings, for example ["\\boxed{show 1}", "\\boxed{answer 42}"],
+   never a number or a single string.
+4. Do not copy an example: a copy (same rules under a new name) is rejected as a duplicate. Write a new
+   class name, new rules and a new theme.
+5. Everything the class uses is defined inside it: constants as class attributes (WORDS = [...] in the
+   class body, used as self.WORDS), helpers as methods. Define all of __init__, reset, step and solution.
+6. No input(), print(), files, network, threads, numpy, or modules outside the standard library.
+7. Never assign self.solution = ... (it hides the method): keep answers in self._answer.
+8. Never reveal the answer in an observation, and never let an empty or garbage action win.
 
 ROBUSTNESS
 - A garbage or unknown action gets a helpful observation and reward 0.0; step() never raises.
@@ -196,13 +201,17 @@ def designer_messages(
 
 #: (pattern in the failed check's detail, advice): targeted hints for the most common failures
 _ADVICE: tuple[tuple[str, str], ...] = (
-    (r"NameError: name '(\w+)' is not defined",
+    (r"NameError: name '[a-z_]\w*' is not defined",
      "A NameError is usually an f-string: inside f\"...\" the text {x} is evaluated as code, so "
      "f\"\\\\boxed{x}\" needs a variable x. Write the action format in a plain string, or double the braces: "
      "f\"\\\\boxed{{guess {n}}}\"."),
-    (r"cannot import name|ImportError|ModuleNotFoundError",
-     "Import whole standard-library modules (import random, import re, import math) and use random.randint, "
-     "re.search; never write from random import re."),
+    (r"cannot import name|ImportError|ModuleNotFoundError|'builtin_function_or_method' object has no attribute",
+     "Start the code with the lines import random and import re (import math if needed), with no from-import "
+     "lines, and call random.Random(seed), re.search, math.sqrt through the modules."),
+    (r"NameError: name '[A-Z_]+' is not defined",
+     "A constant the class uses is missing: define it inside the class as a class attribute and use it as self.NAME."),
+    (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)",
+     "The class must define all of __init__, reset, step and solution."),
     (r"solution\(\) returned|solution\(\) must return|gave no actions",
      "solution() must return a list of action strings, each written \"\\\\boxed{...}\", that wins the episode."),
     (r"did not end within",
@@ -214,7 +223,7 @@ _ADVICE: tuple[tuple[str, str], ...] = (
      "An empty or garbage action must never win: only the correct command may return reward 1.0."),
     (r"different observations",
      "Use rng = random.Random(seed) in reset() for every random choice, never the global random module state."),
-    (r"AttributeError",
+    (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute",
      "Initialise every attribute in __init__ before calling self.reset(), and do not name an attribute solution."),
     (r"must return \(observation, info\)|must return \(observation, reward",
      "reset() returns (observation, {}) and every path of step() returns (observation, reward, terminated, truncated, {})."),
@@ -248,6 +257,10 @@ def repair_feedback(*, error_kind: str | None, failed_check: str | None, detail:
     return out + "\n\nFix the problem and reply with the complete corrected code in one ```python block."
 
 
+_EXAMPLES_HEAD = "\n\nEXAMPLES of complete, valid environments."
+_DOC_HEAD = "\n\nREFERENCE DOCUMENT\n"
+
+
 def repair_messages(
     messages: Sequence[Mapping[str, str]],
     completion: str,
@@ -258,15 +271,28 @@ def repair_messages(
     nearest: str | None = None,
     max_new_tokens: int | None = None,
 ) -> list[dict[str, str]]:
-    """The conversation so far plus the verdict, asking for a corrected environment."""
+    """The request for a corrected environment, from the original ``messages`` (system + the
+    designer prompt), the rejected ``completion`` and the verdict.
+
+    For a prompt of this module the repair is compact: the contract, the document and the task
+    again (not the examples, which small models copy), the rejected code, then the verdict and
+    advice last, where the model reads them; a model shown its own reply as the previous turn
+    tends to repeat it. Other prompts get the conversation so far plus the verdict."""
     feedback = repair_feedback(
         error_kind=error_kind, failed_check=failed_check, detail=detail, nearest=nearest, max_new_tokens=max_new_tokens
     )
-    return [
-        *[dict(m) for m in messages],
-        {"role": "assistant", "content": completion},
-        {"role": "user", "content": feedback},
-    ]
+    msgs = [dict(m) for m in messages]
+    prompt = msgs[-1]["content"] if msgs else ""
+    if not prompt.startswith(_CONTRACT[:60]) or _DOC_HEAD not in prompt:
+        return [*msgs, {"role": "assistant", "content": completion}, {"role": "user", "content": feedback}]
+    head = prompt.split(_EXAMPLES_HEAD, 1)[0].split(_DOC_HEAD, 1)[0]
+    tail = prompt.split(_DOC_HEAD, 1)[1]
+    code = extract_code(completion) if error_kind != "truncated" else None
+    rejected = (
+        f"\n\nYOUR PREVIOUS ENVIRONMENT (rejected):\n```python\n{code.strip()}\n```" if code else ""
+    )
+    user = f"{head}{_DOC_HEAD}{tail}{rejected}\n\nVERDICT\n{feedback}"
+    return [*msgs[:-1], {"role": "user", "content": user}]
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)

@@ -261,6 +261,7 @@ class Engine:
             self._append(payload, cause)
 
     def _new_env(self, index: int) -> None:
+        """Propose new slot ``index`` on its own (outside a design batch)."""
         payload = self.proposer(self, index) if self.proposer is not None else new_env(self.ctx, self.state, index)
         self._append(payload)
 

@@ -88,6 +88,7 @@ def retrain_run(
             "loop.max_envs": len(curriculum),
             "loop.max_repairs": 0,
             "loop.seed_envs": "none",  # the curriculum is the recorded one
+            "loop.designer_batch": 1,  # one replayed environment at a time, trained on in order
             "trainer.enabled": True,
             "log.backend": "sqlite",
             "log.bootstrap": None,

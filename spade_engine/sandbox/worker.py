@@ -145,6 +145,26 @@ COMMON_NAMES: dict[str, Any] = {
     )},
 }
 
+_BUILTINS = dict(vars(__import__("builtins")))
+_real_import = _BUILTINS["__import__"]
+
+
+def _tolerant_import(name: Any, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    """``__import__`` for environment code: ``from random import re`` or ``from math import
+    random`` (a common name asked of the wrong standard module) gets the common module or name
+    instead of an ImportError. Everything else is the real import (audit hook included)."""
+    module = _real_import(name, globals, locals, fromlist, level)
+    if level == 0 and fromlist and isinstance(module, types.ModuleType):
+        missing = [n for n in fromlist if type(n) is str and n in COMMON_NAMES and not hasattr(module, n)]
+        if missing:
+            view = types.ModuleType(module.__name__)
+            view.__dict__.update(module.__dict__)
+            for n in missing:
+                view.__dict__[n] = COMMON_NAMES[n]
+            return view
+    return module
+
+
 MAX_SOURCE_CHARS = 200_000
 MAX_INFO_ITEMS = 200
 MAX_SOLUTION_ACTIONS = 256
@@ -501,6 +521,7 @@ class _TaskRunner:
         module = types.ModuleType("spade_env")
         module.__file__ = "<environment>"
         module.__dict__.update(COMMON_NAMES)
+        module.__dict__["__builtins__"] = {**_BUILTINS, "__import__": _tolerant_import}
         sys.modules["spade_env"] = module
         source = str(cmd.get("source", ""))
         linecache.cache["<environment>"] = (len(source), None, source.splitlines(True), "<environment>")

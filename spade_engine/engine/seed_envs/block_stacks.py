@@ -6,9 +6,9 @@ blocks into their goal position earns a small partial reward; matching the goal 
 """
 # skill: sort_swaps
 # difficulty: 0.55
+import collections
 import random
 import re
-from collections import deque
 
 
 class BlockStacksEnv:
@@ -74,7 +74,7 @@ class BlockStacksEnv:
         start = tuple(tuple(s) for s in self.stacks)
         goal = tuple(tuple(s) for s in self.goal)
         prev = {start: None}
-        queue = deque([start])
+        queue = collections.deque([start])
         while queue:
             state = queue.popleft()
             if state == goal:

@@ -9,10 +9,10 @@ but later hour ends with a partial reward; an hour someone is busy ends the epis
 import random
 import re
 
-PEOPLE = ["ana", "ben", "chen", "dora", "eli", "fay"]
-
 
 class CalendarEnv:
+    PEOPLE = ["ana", "ben", "chen", "dora", "eli", "fay"]
+
     def __init__(self, max_turns=8):
         self.max_turns = max_turns
         self.turn_count = 0
@@ -22,7 +22,7 @@ class CalendarEnv:
     def reset(self, seed=None):
         rng = random.Random(seed)
         self.turn_count = 0
-        names = rng.sample(PEOPLE, 3)
+        names = rng.sample(self.PEOPLE, 3)
         while True:
             self.busy = {n: sorted(rng.sample(range(9, 17), rng.randint(2, 4))) for n in names}
             if self._free():

@@ -10,14 +10,14 @@ a small partial reward.
 import random
 import re
 
-CATALOGUE = {
-    "tools": ["hammer", "wrench", "pliers", "saw", "drill"],
-    "garden": ["rake", "hose", "shovel", "seeds", "gloves"],
-    "kitchen": ["kettle", "whisk", "ladle", "grater", "sieve"],
-}
-
 
 class InventoryEnv:
+    CATALOGUE = {
+        "tools": ["hammer", "wrench", "pliers", "saw", "drill"],
+        "garden": ["rake", "hose", "shovel", "seeds", "gloves"],
+        "kitchen": ["kettle", "whisk", "ladle", "grater", "sieve"],
+    }
+
     def __init__(self, max_turns=16):
         self.max_turns = max_turns
         self.turn_count = 0
@@ -30,15 +30,15 @@ class InventoryEnv:
         rng = random.Random(seed)
         self.turn_count = 0
         self.looked = set()
-        self.category = rng.choice(sorted(CATALOGUE))
+        self.category = rng.choice(sorted(self.CATALOGUE))
         self.items = {}
-        for cat, names in CATALOGUE.items():
+        for cat, names in self.CATALOGUE.items():
             for name in rng.sample(names, 3):
                 self.items[name] = {"category": cat, "price": rng.randint(2, 40), "stock": rng.randint(0, 12)}
         return (
             f"What is the total value (price x units in stock) of everything in the '{self.category}' category?\n"
             "Tools: \\boxed{list CATEGORY}, \\boxed{price ITEM}, \\boxed{stock ITEM}; \\boxed{answer N} submits "
-            f"the total (ends the episode). Categories: {', '.join(sorted(CATALOGUE))}. One action per turn.",
+            f"the total (ends the episode). Categories: {', '.join(sorted(self.CATALOGUE))}. One action per turn.",
             {},
         )
 

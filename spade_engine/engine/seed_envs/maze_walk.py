@@ -6,14 +6,14 @@ in the observation. Each newly visited cell earns a small partial reward; reachi
 """
 # skill: sort_swaps
 # difficulty: 0.6
+import collections
 import random
 import re
-from collections import deque
-
-MOVES = {"north": (-1, 0), "south": (1, 0), "east": (0, 1), "west": (0, -1)}
 
 
 class MazeWalkEnv:
+    MOVES = {"north": (-1, 0), "south": (1, 0), "east": (0, 1), "west": (0, -1)}
+
     def __init__(self, max_turns=40):
         self.max_turns = max_turns
         self.turn_count = 0
@@ -53,7 +53,7 @@ class MazeWalkEnv:
     def _path(self):
         start, goal = (0, 0), self._exit()
         prev = {start: None}
-        queue = deque([start])
+        queue = collections.deque([start])
         while queue:
             cell = queue.popleft()
             if cell == goal:
@@ -62,7 +62,7 @@ class MazeWalkEnv:
                     cell, name = prev[cell]
                     moves.append(name)
                 return moves[::-1]
-            for name, (dr, dc) in MOVES.items():
+            for name, (dr, dc) in self.MOVES.items():
                 nxt = (cell[0] + dr, cell[1] + dc)
                 if self._free(nxt) and nxt not in prev:
                     prev[nxt] = (cell, name)
@@ -78,9 +78,9 @@ class MazeWalkEnv:
         truncated = self.turn_count >= self.max_turns
         m = re.search(r"\\boxed\{([^{}]*)\}", str(action))
         parts = (m.group(1).strip().lower() if m else "").split()
-        if len(parts) != 2 or parts[0] != "move" or parts[1] not in MOVES:
+        if len(parts) != 2 or parts[0] != "move" or parts[1] not in self.MOVES:
             return "Use \\boxed{move north|south|east|west}. " + self._status(), 0.0, False, truncated, {}
-        dr, dc = MOVES[parts[1]]
+        dr, dc = self.MOVES[parts[1]]
         nxt = (self.pos[0] + dr, self.pos[1] + dc)
         if not (0 <= nxt[0] < self.size and 0 <= nxt[1] < self.size):
             return "That is the outer wall. " + self._status(), 0.0, False, truncated, {}

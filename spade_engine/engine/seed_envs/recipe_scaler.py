@@ -11,10 +11,9 @@ import random
 import re
 
 
-INGREDIENTS = ["flour", "sugar", "butter", "milk", "cocoa", "oats", "honey", "rice"]
-
-
 class RecipeScaleEnv:
+    INGREDIENTS = ["flour", "sugar", "butter", "milk", "cocoa", "oats", "honey", "rice"]
+
     def __init__(self, max_turns=14):
         self.max_turns = max_turns
         self.turn_count = 0
@@ -30,7 +29,7 @@ class RecipeScaleEnv:
         self.turn_count = 0
         self.base = rng.choice([2, 4, 5, 8])
         self.target = rng.choice([t for t in (3, 6, 10, 12, 20) if t != self.base])
-        names = rng.sample(INGREDIENTS, 3)
+        names = rng.sample(self.INGREDIENTS, 3)
         self.amounts = {n: rng.randint(2, 40) * 10 for n in names}
         self.done_items = set()
         self.mistakes = 0

@@ -10,11 +10,11 @@ chain earns a small partial reward.
 import random
 import re
 
-CITIES = ["Lisbon", "Osaka", "Quito", "Tartu", "Accra", "Perth", "Bergen", "Cusco", "Dakar", "Hanoi"]
-NAMES = ["Ada", "Bram", "Cleo", "Dev", "Esme", "Farid", "Gwen", "Hugo", "Ines", "Jonas"]
-
 
 class RecordLookupEnv:
+    CITIES = ["Lisbon", "Osaka", "Quito", "Tartu", "Accra", "Perth", "Bergen", "Cusco", "Dakar", "Hanoi"]
+    NAMES = ["Ada", "Bram", "Cleo", "Dev", "Esme", "Farid", "Gwen", "Hugo", "Ines", "Jonas"]
+
     def __init__(self, max_turns=10):
         self.max_turns = max_turns
         self.turn_count = 0
@@ -28,10 +28,10 @@ class RecordLookupEnv:
         self.turn_count = 0
         self.fetched = set()
         ids = rng.sample(range(100, 999), 7)
-        names = rng.sample(NAMES, 7)
+        names = rng.sample(self.NAMES, 7)
         self.records = {}
         for rid, name in zip(ids, names):
-            self.records[rid] = {"name": name, "city": rng.choice(CITIES), "manager": None}
+            self.records[rid] = {"name": name, "city": rng.choice(self.CITIES), "manager": None}
         length = rng.randint(3, 4)
         self.chain = ids[:length]
         for a, b in zip(self.chain, self.chain[1:]):

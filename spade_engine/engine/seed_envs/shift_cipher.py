@@ -10,10 +10,10 @@ import random
 import re
 import string
 
-WORDS = ["planet", "garden", "bridge", "candle", "forest", "silver", "winter", "rocket", "puzzle", "harbor"]
-
 
 class ShiftCipherEnv:
+    WORDS = ["planet", "garden", "bridge", "candle", "forest", "silver", "winter", "rocket", "puzzle", "harbor"]
+
     def __init__(self, max_turns=8):
         self.max_turns = max_turns
         self.turn_count = 0
@@ -27,7 +27,7 @@ class ShiftCipherEnv:
         self.turn_count = 0
         self.probes = 0
         self.shift = rng.randint(1, 25)
-        self.word = rng.choice(WORDS)
+        self.word = rng.choice(self.WORDS)
         return (
             f"The word '{self._encode(self.word)}' was encoded with a secret letter shift (a Caesar cipher).\n"
             "Actions: \\boxed{encode x} shows the encoding of the letter x (3 probes at most); "

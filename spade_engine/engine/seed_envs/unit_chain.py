@@ -9,16 +9,16 @@ value, accepted within 1%. Each new useful rate earns a small partial reward.
 import random
 import re
 
-CHAINS = [
-    (["mile", "furlong", "chain", "yard"], [8, 10, 22]),
-    (["day", "hour", "minute", "second"], [24, 60, 60]),
-    (["gallon", "quart", "pint", "cup"], [4, 2, 2]),
-    (["tonne", "kilogram", "gram", "milligram"], [1000, 1000, 1000]),
-    (["league", "mile", "furlong", "rod"], [3, 8, 40]),
-]
-
 
 class UnitChainEnv:
+    CHAINS = [
+        (["mile", "furlong", "chain", "yard"], [8, 10, 22]),
+        (["day", "hour", "minute", "second"], [24, 60, 60]),
+        (["gallon", "quart", "pint", "cup"], [4, 2, 2]),
+        (["tonne", "kilogram", "gram", "milligram"], [1000, 1000, 1000]),
+        (["league", "mile", "furlong", "rod"], [3, 8, 40]),
+    ]
+
     def __init__(self, max_turns=10):
         self.max_turns = max_turns
         self.turn_count = 0
@@ -32,7 +32,7 @@ class UnitChainEnv:
         rng = random.Random(seed)
         self.turn_count = 0
         self.found = set()
-        self.units, self.factors = rng.choice(CHAINS)
+        self.units, self.factors = rng.choice(self.CHAINS)
         self.amount = rng.choice([1.5, 2, 2.5, 3, 4.25, 7])
         return (
             f"Convert {self.amount} {self.units[0]} to {self.units[-1]}. The chain of units in between is "
