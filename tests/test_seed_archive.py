@@ -162,3 +162,17 @@ def test_a_run_records_the_seeds_shows_them_and_repairs_a_near_copy(tmp_path) ->
     with open_projections(DataDir(data).run_dir("run-seeds-abcdef"), cfg) as projs:
         rows = {r["env_id"] for r in list_environments(projs.archive.engine, limit=None)}
     assert set(seeds) <= rows
+
+
+def test_a_renamed_seed_without_its_docstring_is_still_a_copy() -> None:
+    from spade_engine.engine.stages import code_lines, copied_share
+
+    seed = next(s for s in SEEDS if s.name == "interleaved_sequence").code
+    body = seed.split('"""', 2)[2]  # no module docstring
+    renamed = body.replace("class InterleavedSequenceEnv:", "class SequenceEnv:").replace("max_turns=12", "max_turns=16")
+    assert "class SequenceEnv" in renamed
+    assert copied_share(renamed, seed) >= 0.9
+    assert not any(line.startswith("class ") or line.startswith("#") for line in code_lines(renamed))
+    # different seeds share their boilerplate only
+    others = [s.code for s in SEEDS if s.name != "interleaved_sequence"]
+    assert max(copied_share(seed, o) for o in others) < load_config().memory.copy_threshold

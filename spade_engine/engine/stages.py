@@ -530,7 +530,7 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
         fields_of[i] = fields
     valid = [i for i in todo if fields_of[i].get("valid")]
     vecs = ctx.embed_many([novelty_text(proposals[i].code) for i in valid]) if valid else None
-    batch_vecs: list[tuple[str, np.ndarray]] = []
+    batch_vecs: list[tuple[str, np.ndarray, str]] = []
     for i in todo:
         fields = fields_of[i]
         if not fields.get("valid"):
@@ -543,12 +543,13 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
             continue
         vec = vecs[valid.index(i)]
         novelty, nearest = ctx.memory.novelty(vec)
-        for other_id, other in batch_vecs:  # earlier accepted proposals of this batch
+        for other_id, other, _ in batch_vecs:  # earlier accepted proposals of this batch
             n = float(1.0 - float(np.dot(vec, other)))
             if n < novelty:
                 novelty, nearest = n, other_id
         threshold = ctx.cfg.memory.novelty_threshold
         novel = bool(novelty >= threshold)
+        copy_of, share = _copied(ctx, proposals[i].code, vec, batch_vecs) if novel else (None, 0.0)
         fields.update(
             novel=novel,
             novelty=float(novelty),
@@ -558,18 +559,68 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
             embedding_b64=ctx.encode_embedding(vec) if ctx.encode_embedding else None,
             accepted=novel,
         )
+        if copy_of is not None:
+            novel = False
+            fields.update(novel=False, accepted=False, nearest_env_id=copy_of)
+            why = f"the code repeats {share:.0%} of the lines of {copy_of} (copy threshold {ctx.cfg.memory.copy_threshold:g})"
+        else:
+            why = f"novelty {novelty:.3f} is below the threshold {threshold:g}: nearest environment {nearest}"
         if novel:
-            batch_vecs.append((proposals[i].env_id, vec))
+            batch_vecs.append((proposals[i].env_id, vec, proposals[i].code))
         else:
             fields.update(error_kind="duplicate", failed_check="novelty")
-            fields["checks"] = list(fields.get("checks") or []) + [
-                ValidationCheck(
-                    name="novelty", passed=False,
-                    detail=f"novelty {novelty:.3f} is below the threshold {threshold:g}: nearest environment {nearest}",
-                )
-            ]
+            fields["checks"] = list(fields.get("checks") or []) + [ValidationCheck(name="novelty", passed=False, detail=why)]
         out[i] = EnvironmentValidated(**fields)
     return [v for v in out if v is not None]
+
+
+def code_lines(code: str) -> list[str]:
+    """The lines of ``code`` that carry its logic: stripped, without blank lines, comments and
+    docstrings (a copy that only renames the class or drops the docstring keeps them)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+        doc_lines = set()
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+                doc_lines.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    except (SyntaxError, ValueError):
+        doc_lines = set()
+    out = []
+    for n, line in enumerate(code.splitlines(), 1):
+        t = line.strip()
+        if t and not t.startswith("#") and n not in doc_lines and not t.startswith("class "):
+            out.append(t)
+    return out
+
+
+def copied_share(code: str, other: str) -> float:
+    """The share of ``code``'s logic lines that appear, in order, in ``other`` (0..1)."""
+    import difflib
+
+    a, b = code_lines(code), code_lines(other)
+    if not a or not b:
+        return 0.0
+    matched = sum(block.size for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return matched / len(a)
+
+
+def _copied(ctx: StageContext, code: str, vec: np.ndarray, batch: Sequence[tuple[str, np.ndarray, str]]) -> tuple[str | None, float]:
+    """The archived (or earlier same-batch) environment ``code`` is a near-copy of, by its code
+    lines (``memory.copy_threshold``), among the nearest neighbours by embedding."""
+    limit = ctx.cfg.memory.copy_threshold
+    if limit <= 0 or ctx.memory is None:
+        return None, 0.0
+    candidates = [(e.get("env_id"), str(e.get("code") or "")) for e in ctx.memory.examples(None, query_vec=vec, k=5).neighbours]
+    candidates += [(env_id, other) for env_id, _, other in batch]
+    best: tuple[str | None, float] = (None, 0.0)
+    for env_id, other in candidates:
+        share = copied_share(code, other)
+        if share > best[1]:
+            best = (str(env_id), share)
+    return best if best[1] >= limit else (None, best[1])
 
 
 def _sandbox_reports(ctx: StageContext, codes: list[str]) -> list[Any]:
