@@ -285,7 +285,7 @@ class MemoryConfig(_Section):
     neighbours: int = Field(3, ge=0)
     copy_threshold: float = Field(
         0.8, ge=0.0, le=1.0,
-        description="a valid environment whose code lines match this share of a near neighbour's is a duplicate (0 = off)",
+        description="a valid environment whose logic lines repeat this share of a seed environment's is a duplicate (0 = off)",
     )
     nprobe: int = Field(16, ge=1, description="approximate index: at least this many lists searched (and nlist/16)")
 

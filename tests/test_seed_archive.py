@@ -176,3 +176,46 @@ def test_a_renamed_seed_without_its_docstring_is_still_a_copy() -> None:
     # different seeds share their boilerplate only
     others = [s.code for s in SEEDS if s.name != "interleaved_sequence"]
     assert max(copied_share(seed, o) for o in others) < load_config().memory.copy_threshold
+
+
+@pytest.mark.sandbox
+def test_validation_calls_a_renamed_seed_copy_a_duplicate_even_when_its_embedding_looks_new() -> None:
+    import numpy as np
+
+    from spade_engine.archive.examples import MemoryExamples
+    from spade_engine.engine import stages
+    from spade_engine.engine.corpus import bundled_corpus
+    from spade_engine.events.catalogue import EnvironmentProposed
+
+    class NewLooking:  # an embedding memory that finds nothing close
+        def novelty(self, vec):
+            return 1.0, None
+
+        def vector(self, env_id):
+            return None
+
+        def examples(self, skill, query_vec=None, k=3, band=(0.4, 0.6)):
+            return MemoryExamples()
+
+    class Embedder:
+        def embed(self, texts):
+            return np.eye(len(texts), 8, dtype=np.float32)
+
+    seed = next(s for s in SEEDS if s.name == "interleaved_sequence")
+    renamed = seed.code.split('"""', 2)[2].replace("InterleavedSequenceEnv", "SequenceEnv")
+    fresh = (BUNDLED_DIR.parent.parent.parent / "tests" / "envs" / "guess_number_env.py").read_text()
+    cfg = load_config()
+    with SandboxPool(fast_config()) as pool:
+        ctx = stages.StageContext(
+            run_id="run-copy-abcdef", cfg=cfg, policy=None, corpus=bundled_corpus(), validator=Validator(pool, turn_limit=25),  # type: ignore[arg-type]
+            memory=NewLooking(), embedder=Embedder(), seed_envs=SEEDS,
+        )
+        props = [
+            EnvironmentProposed(env_id=f"abcdef-e0000{i}", skill="sequence", difficulty=0.5, code=c, code_sha256="x", policy_version="v0")
+            for i, c in enumerate((renamed, fresh))
+        ]
+        copy, new = stages.validate_batch(ctx, props)
+    index = next(i for i, s in enumerate(SEEDS) if s.name == "interleaved_sequence")
+    assert copy.valid and not copy.accepted and copy.error_kind == "duplicate" and copy.novelty == 1.0
+    assert copy.nearest_env_id == f"abcdef-s{index:05d}" and "repeats" in copy.checks[-1].detail
+    assert new.valid and new.accepted

@@ -44,6 +44,7 @@ from ..events.catalogue import (
 )
 from . import stages
 from .designer import CodeExample
+from .stages import seed_env_id
 from .state import EnvState, RunState
 
 __all__ = [
@@ -74,11 +75,6 @@ def env_id_for(run_id: str, index: int, attempt: int = 0) -> str:
     """Deterministic environment id of slot ``index`` (and repair ``attempt``) of a run."""
     base = f"{run_id[-6:]}-e{index:05d}"
     return base if attempt == 0 else f"{base}-r{attempt}"
-
-
-def seed_env_id(run_id: str, index: int) -> str:
-    """Deterministic environment id of the ``index``-th seed of a run's seed archive."""
-    return f"{run_id[-6:]}-s{index:05d}"
 
 
 def _index_of(env_id: str) -> int:

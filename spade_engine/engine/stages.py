@@ -96,6 +96,11 @@ def env_key(env_id: str) -> str:
     return m.group(1) if m else env_id
 
 
+def seed_env_id(run_id: str, index: int) -> str:
+    """Deterministic environment id of the ``index``-th seed of a run's seed archive."""
+    return f"{run_id[-6:]}-s{index:05d}"
+
+
 def derive_seed(*parts: object) -> int:
     """A 31-bit seed from any parts (stable across processes and Python versions)."""
     h = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
@@ -530,7 +535,7 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
         fields_of[i] = fields
     valid = [i for i in todo if fields_of[i].get("valid")]
     vecs = ctx.embed_many([novelty_text(proposals[i].code) for i in valid]) if valid else None
-    batch_vecs: list[tuple[str, np.ndarray, str]] = []
+    batch_vecs: list[tuple[str, np.ndarray]] = []
     for i in todo:
         fields = fields_of[i]
         if not fields.get("valid"):
@@ -543,13 +548,13 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
             continue
         vec = vecs[valid.index(i)]
         novelty, nearest = ctx.memory.novelty(vec)
-        for other_id, other, _ in batch_vecs:  # earlier accepted proposals of this batch
+        for other_id, other in batch_vecs:  # earlier accepted proposals of this batch
             n = float(1.0 - float(np.dot(vec, other)))
             if n < novelty:
                 novelty, nearest = n, other_id
         threshold = ctx.cfg.memory.novelty_threshold
         novel = bool(novelty >= threshold)
-        copy_of, share = _copied(ctx, proposals[i].code, vec, batch_vecs) if novel else (None, 0.0)
+        copy_of, share = _copied(ctx, proposals[i]) if novel else (None, 0.0)
         fields.update(
             novel=novel,
             novelty=float(novelty),
@@ -566,7 +571,7 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
         else:
             why = f"novelty {novelty:.3f} is below the threshold {threshold:g}: nearest environment {nearest}"
         if novel:
-            batch_vecs.append((proposals[i].env_id, vec, proposals[i].code))
+            batch_vecs.append((proposals[i].env_id, vec))
         else:
             fields.update(error_kind="duplicate", failed_check="novelty")
             fields["checks"] = list(fields.get("checks") or []) + [ValidationCheck(name="novelty", passed=False, detail=why)]
@@ -607,19 +612,20 @@ def copied_share(code: str, other: str) -> float:
     return matched / len(a)
 
 
-def _copied(ctx: StageContext, code: str, vec: np.ndarray, batch: Sequence[tuple[str, np.ndarray, str]]) -> tuple[str | None, float]:
-    """The archived (or earlier same-batch) environment ``code`` is a near-copy of, by its code
-    lines (``memory.copy_threshold``), among the nearest neighbours by embedding."""
+def _copied(ctx: StageContext, proposed: EnvironmentProposed) -> tuple[str | None, float]:
+    """The seed environment ``proposed`` is a code copy of (``memory.copy_threshold`` of its logic
+    lines), and the share. Seeds are shown complete in designer prompts, so small models copy
+    them with a new class name; the embedding alone lets such copies through. (Archived
+    environments are compared by embedding only: the simulation's template instances share
+    most of their lines by design.)"""
     limit = ctx.cfg.memory.copy_threshold
-    if limit <= 0 or ctx.memory is None:
+    if limit <= 0 or not ctx.seed_envs or proposed.designer.startswith("seed:"):
         return None, 0.0
-    candidates = [(e.get("env_id"), str(e.get("code") or "")) for e in ctx.memory.examples(None, query_vec=vec, k=5).neighbours]
-    candidates += [(env_id, other) for env_id, _, other in batch]
     best: tuple[str | None, float] = (None, 0.0)
-    for env_id, other in candidates:
-        share = copied_share(code, other)
+    for i, seed in enumerate(ctx.seed_envs):
+        share = copied_share(proposed.code, seed.code)
         if share > best[1]:
-            best = (str(env_id), share)
+            best = (seed_env_id(ctx.run_id, i), share)
     return best if best[1] >= limit else (None, best[1])
 
 

@@ -35,7 +35,7 @@ Role = Literal["engine", "designer", "validator", "rollout", "regret"]
 ROLE_NEEDS: dict[str, frozenset[str]] = {
     "engine": frozenset({"policy", "corpus", "sandbox", "validator", "memory", "embedder", "seeds"}),
     "designer": frozenset({"policy", "corpus", "memory", "seeds"}),
-    "validator": frozenset({"sandbox", "validator", "memory", "embedder"}),
+    "validator": frozenset({"sandbox", "validator", "memory", "embedder", "seeds"}),
     "rollout": frozenset({"sandbox", "policy"}),
     "regret": frozenset(),
 }
