@@ -163,6 +163,10 @@ def test_common_stdlib_names_need_no_import(validator) -> None:
     wrong = "from random import re, randint\nfrom math import random, sqrt\n" + NO_IMPORTS
     report = validator.validate(wrong)
     assert report.valid, report.detail
+    # the function random imported under the module's name still works as the module too
+    both = NO_IMPORTS.replace("rng = random.Random(seed)", "rng = random.Random(seed)\n        _ = random() < 1.0")
+    report = validator.validate("from random import random\n" + both)
+    assert report.valid, report.detail
     missing = "from random import no_such_name\n" + NO_IMPORTS
     report = validator.validate(missing)
     assert not report.valid and "cannot import name 'no_such_name'" in report.detail

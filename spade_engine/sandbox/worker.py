@@ -149,18 +149,42 @@ _BUILTINS = dict(vars(__import__("builtins")))
 _real_import = _BUILTINS["__import__"]
 
 
+class _CallableModule(types.ModuleType):
+    """A common module that can also be called as the function of the same name: what ``from
+    random import random`` gives environment code, so both ``random()`` and ``random.Random(seed)``
+    (the confusion small models make) work."""
+
+    def __init__(self, module: types.ModuleType, fn: Any) -> None:
+        super().__init__(module.__name__)
+        self.__dict__.update(module.__dict__)
+        self.__dict__["_spade_call"] = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__["_spade_call"](*args, **kwargs)
+
+
 def _tolerant_import(name: Any, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
-    """``__import__`` for environment code: ``from random import re`` or ``from math import
+    """``__import__`` for environment code. ``from random import re`` or ``from math import
     random`` (a common name asked of the wrong standard module) gets the common module or name
-    instead of an ImportError. Everything else is the real import (audit hook included)."""
+    instead of an ImportError; ``from random import random`` gets a module that is also the
+    function. Everything else is the real import (audit hook included)."""
     module = _real_import(name, globals, locals, fromlist, level)
     if level == 0 and fromlist and isinstance(module, types.ModuleType):
-        missing = [n for n in fromlist if type(n) is str and n in COMMON_NAMES and not hasattr(module, n)]
-        if missing:
+        fix = {}
+        for n in fromlist:
+            if type(n) is not str or n not in COMMON_NAMES:
+                continue
+            common = COMMON_NAMES[n]
+            if not hasattr(module, n):
+                fix[n] = common
+            elif isinstance(common, types.ModuleType) and module is common:
+                attr = getattr(module, n)
+                if callable(attr) and not isinstance(attr, type):
+                    fix[n] = _CallableModule(common, attr)
+        if fix:
             view = types.ModuleType(module.__name__)
             view.__dict__.update(module.__dict__)
-            for n in missing:
-                view.__dict__[n] = COMMON_NAMES[n]
+            view.__dict__.update(fix)
             return view
     return module
 
