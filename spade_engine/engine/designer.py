@@ -87,7 +87,7 @@ THE CLASS
 - __init__(self, max_turns=12): set self.max_turns, self.turn_count = 0 and every attribute step() uses,
   then call self.reset().
 - reset(self, seed=None) -> (observation: str, {}): rng = random.Random(seed); self.turn_count = 0; new
-  hidden state.
+  hidden state; it returns the first observation and never calls self.reset() itself.
 - step(self, action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, {}):
   self.turn_count += 1 first; every path returns the 5-tuple.
 - solution(self) -> list of str: the actions that win the episode just reset, each written "\\boxed{...}".
@@ -219,6 +219,8 @@ _ADVICE: tuple[tuple[str, str], ...] = (
     (r"not success|ended with reward",
      "Replaying solution() must reach reward 1.0 with terminated=True: compute the actions from the hidden state "
      "drawn in reset(), with the same command words step() understands."),
+    (r"RecursionError",
+     "reset() must not call self.reset() (only __init__ calls it), and no method may call itself without end."),
     (r"probe action .* wins",
      "An empty or garbage action must never win: only the correct command may return reward 1.0."),
     (r"different observations",
