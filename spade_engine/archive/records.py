@@ -29,7 +29,7 @@ def decode_record(record: Record) -> tuple[Any, str | None]:
         return cached[2], cached[3]
     event: Any = None
     reason: str | None = None
-    if env.type == "RolloutCompleted" and env.schema_version <= RolloutCompleted.VERSION:
+    if env.type == "RolloutCompleted" and 1 <= env.schema_version <= RolloutCompleted.VERSION:
         # the most frequent and largest event: projections need its summary, not its turns
         # (older versions are upcast first, so every version gives the same summary type)
         try:

@@ -1,14 +1,18 @@
 """The Environment Designer role: prompts, code extraction, lineage, and repair prompts.
 
-The prompt follows the public SPADE release's corpus-grounded, interactive multi-turn contract:
-a reference document, the interface the environment must implement (``reset``/``step``/
-``solution``, actions as ``\\boxed{...}``, rewards in [0, 1]), the target skill and difficulty,
-and examples from the memory: frontier positives (high regret, win rate in the band), a negative
-(too easy or too hard) and near neighbours to avoid. The memory examples shown become the
-proposal's lineage (``parents``, ``avoid``).
+The prompt follows the facts of the public SPADE release's corpus-grounded, interactive
+multi-turn contract (actions as ``\\boxed{...}`` commands that change a hidden state, partial
+rewards for progress, robustness rules, self-verification), hardened with what small models get
+wrong here: a list of what not to do (the f-string ``\\boxed{n}`` NameError, ``from random import
+re``, bare ints from ``solution()``, copying the example), the run's turn budget, and complete
+example environments (the seed archive's, then the memory's) instead of a skeleton with ``...``
+bodies. Its parts are ordered from the most shared to the most specific (contract and rules,
+examples, document, task), so a backend's prefix cache reuses the shared part.
 
-A failed validation can be sent back with :func:`repair_messages` (the conversation so far plus
-the failed check), a bounded number of times; each repair is its own environment id and chain.
+The examples shown become the proposal's lineage (``parents``, ``avoid``). A failed validation,
+a truncated completion or a near-copy is sent back with :func:`repair_messages` (the contract,
+document and task again, the rejected code, then the verdict with targeted advice), a bounded
+number of times; each repair is its own environment id and chain.
 """
 
 from __future__ import annotations
@@ -18,49 +22,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..archive.examples import MemoryExamples
+from .skills import SKILLS, Skill, skill_info
 
 __all__ = [
     "SKILLS",
     "Skill",
+    "CodeExample",
     "difficulty_label",
     "designer_messages",
     "repair_messages",
+    "repair_feedback",
     "extract_code",
     "declared_difficulty",
-    "INTERACTIVE_SPEC",
+    "novelty_text",
+    "contract_text",
+    "DESIGNER_SYSTEM_PROMPT",
 ]
 
 
 @dataclass(frozen=True)
-class Skill:
-    """A target skill the designer is asked to exercise, and the corpus domain that grounds it."""
+class CodeExample:
+    """A complete environment shown to the designer (a seed or an archived environment)."""
 
-    name: str
-    description: str
-    domain: str
-
-
-SKILLS: dict[str, Skill] = {
-    s.name: s
-    for s in (
-        Skill("arithmetic", "mathematical reasoning: evaluate multi-step arithmetic exactly", "math"),
-        Skill("sequence", "pattern induction: infer the rule of a sequence and extend it", "logic"),
-        Skill("number_search", "search under feedback: locate a hidden value with few queries", "logic"),
-        Skill("code_trace", "program tracing: predict what a short program computes", "code"),
-        Skill("unit_convert", "scientific quantities: convert and compute with physical units", "science"),
-        Skill("tool_use", "tool use: call tools in the right order and follow references", "tool_use"),
-        Skill("sort_swaps", "planning: reach a goal state through a sequence of moves", "code"),
-        Skill("gcd_steps", "number theory: run Euclid's algorithm, gcd and lcm step by step", "math"),
-        Skill("linear_equation", "algebra: solve linear equations and small systems exactly", "math"),
-        Skill("truth_table", "propositional logic: evaluate formulas and count satisfying assignments", "logic"),
-        Skill("ordering", "deduction: order items consistently with precedence or comparison facts", "logic"),
-        Skill("graph_path", "graph search: reach a goal through a map within a cost budget", "logic"),
-        Skill("stack_machine", "data structures: simulate stacks, queues and postfix evaluation", "code"),
-        Skill("string_ops", "string manipulation: apply and invert character-level transformations", "code"),
-        Skill("formula", "scientific laws: compute and rearrange physical formulas with units", "science"),
-        Skill("inventory", "tool use: query and update an inventory or price list through tools", "tool_use"),
-    )
-}
+    env_id: str
+    code: str
+    skill: str = ""
+    note: str = ""
 
 
 def difficulty_label(d: float) -> str:
@@ -68,43 +55,104 @@ def difficulty_label(d: float) -> str:
     return "easy" if d < 1 / 3 else ("medium" if d < 2 / 3 else "hard")
 
 
-INTERACTIVE_SPEC = r"""Write a genuine multi-turn INTERACTIVE environment, not a one-shot quiz where possible.
-
-How the agent acts: every turn it submits ONE action wrapped as \boxed{<action>}. step() receives
-that string; extract the command with re.search(r'\\boxed\{(.+?)\}', action) and treat it as a
-command that changes the environment's state, then return a NEW observation.
-
-Interface contract:
-```python
-import random, re
-
-class SomethingEnv:
-    def __init__(self, max_turns=12):
-        self.max_turns = max_turns
-        self.reset()
-    def reset(self, seed=None):
-        # hidden state, randomised by seed; return (observation, {}) where the observation says
-        # which actions exist and to reply with \boxed{<action>}
-        ...
-    def step(self, action):
-        # parse the command, update state, return (observation, reward, terminated, truncated, {})
-        # reward in [0, 1]; 1.0 and terminated=True only when the goal is reached
-        ...
-    def solution(self):
-        # a reference list of actions that solves the current episode (after reset)
-        ...
-```
-
-Rules: the class name ends in Env; only the Python standard library; every step() path returns
-the 5-tuple (str, float, bool, bool, dict); never crash on a garbage action (return a helpful
-observation and reward 0.0); the same seed gives the same episode; never reveal the answer in
-the observation; double braces inside f-strings to print a literal \boxed{{...}}."""
-
 DESIGNER_SYSTEM_PROMPT = (
-    "You are the Environment Designer of a self-play curriculum. You write executable Python "
-    "environments that teach a reasoning agent. You are rewarded when the agent solves your "
-    "environment about half of the time and a privileged hint helps it a lot."
+    "You are an expert Python programmer and game designer. You write executable, interactive, "
+    "multi-turn text environments that train a reasoning agent. You are rewarded when the agent "
+    "solves your environment about half of the time and a privileged hint helps it a lot."
 )
+
+_CONTRACT = r"""Write an INTERACTIVE, MULTI-TURN Python environment (a text game) for a reasoning agent.
+
+HOW THE AGENT PLAYS
+- Every turn the agent replies with ONE action wrapped as \boxed{<action>}, for example \boxed{show 2}
+  or \boxed{move north}. step(action) receives the agent's whole reply as a string; read the command
+  with m = re.search(r"\\boxed\{([^{}]*)\}", str(action)).
+- The command changes the environment's state, and step() returns a NEW observation that shows the result.
+- TURN BUDGET: episodes are capped at __BUDGET__ turns. After constructing your class the engine sets
+  self.max_turns = min(your max_turns, __BUDGET__). solution() must win in fewer turns than that.
+
+WHAT MAKES A GOOD ENVIRONMENT
+- HIDDEN STATE: reset(seed) draws hidden values with rng = random.Random(seed); the agent uncovers them by
+  acting (queries, probes, moves). The first observation states the goal, the rules and the available
+  actions, never the hidden values or the answer.
+- Several steps: the goal needs a sequence of actions; no single lucky action wins.
+- PARTIAL REWARD: a small reward (0.01 to 0.2) for real progress (new information, a correct sub-result);
+  reward 1.0 with terminated=True only when the goal is reached; 0.0 with terminated=True for a final wrong
+  answer; truncated=True once self.turn_count >= self.max_turns.
+- Every observation shows the current state, what the last action did and the actions available, and
+  reminds the agent to reply with \boxed{...}.
+
+THE CLASS
+- One class whose name ends in Env, with a one-line docstring saying what the agent must do.
+- __init__(self, max_turns=12): set self.max_turns, self.turn_count = 0 and every attribute step() uses,
+  then call self.reset().
+- reset(self, seed=None) -> (observation: str, {}): rng = random.Random(seed); self.turn_count = 0; new
+  hidden state; it returns the first observation and never calls self.reset() itself.
+- step(self, action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, {}):
+  self.turn_count += 1 first; every path returns the 5-tuple.
+- solution(self) -> list of str: the actions that win the episode just reset, each written "\\boxed{...}".
+
+DO NOT (the most common reasons environments are rejected)
+1. Braces in f-strings are code. Inside an f-string write the action format with doubled braces,
+   f"\\boxed{{guess {n}}}", or put it in a plain string: "\\boxed{guess N}". A single-brace \boxed{...}
+   inside an f-string crashes with NameError.
+2. Imports: the code starts with exactly the lines import random and import re (and import math when
+   needed). Never import a name out of a module (no from-import lines): importing re out of random, or
+   random out of math, fails at once, and random.Random(seed) needs the module random.
+3. solution() returns a LIST of action strings, for example ["\\boxed{show 1}", "\\boxed{answer 42}"],
+   never a number or a single string.
+4. Do not copy an example: a copy (same rules under a new name) is rejected as a duplicate. Write a new
+   class name, new rules and a new theme.
+5. Everything the class uses is defined inside it: constants as class attributes (WORDS = [...] in the
+   class body, used as self.WORDS), helpers as methods. Define all of __init__, reset, step and solution.
+6. No input(), print(), files, network, threads, numpy, or modules outside the standard library.
+7. Never assign self.solution = ... (it hides the method): keep answers in self._answer.
+8. Never reveal the answer in an observation, and never let an empty or garbage action win.
+
+ROBUSTNESS
+- A garbage or unknown action gets a helpful observation and reward 0.0; step() never raises.
+- The same seed gives the same episode: use the rng of reset(), never the global random state.
+- Never divide by a value that can be zero; keep numbers small; info is always {}.
+
+SELF-CHECK before you answer
+- Run reset(seed=0) in your head, then play solution(): does it end with reward 1.0 and terminated=True
+  within the turn budget?
+- Play two different action sequences: do the observations change with the actions?
+- Does step("\\boxed{garbage}") return a helpful observation with reward 0.0?"""
+
+
+def contract_text(turn_budget: int) -> str:
+    """The contract, rules, do-not list and self-check, with the run's turn budget."""
+    return _CONTRACT.replace("__BUDGET__", str(int(turn_budget)))
+
+
+def _examples_text(code_examples: Sequence[CodeExample], ex: MemoryExamples) -> str:
+    parts = []
+    if code_examples:
+        parts.append(
+            "EXAMPLES of complete, valid environments. They show the format only: your environment must have a "
+            "different class name, different rules and a different theme."
+        )
+        for e in code_examples:
+            note = f" ({e.note})" if e.note else ""
+            parts.append(f"EXAMPLE {e.env_id}{note}:\n```python\n{e.code.strip()}\n```")
+    for e in ex.frontier:
+        parts.append(
+            f"ARCHIVED ENVIRONMENT {e.get('env_id')} (win rate {float(e.get('win_rate_plain', 0)):.2f}, regret "
+            f"{float(e.get('regret', 0)):.2f}: at the agent's frontier; write something different that is as "
+            f"well calibrated):\n```python\n{_clip_code(str(e.get('code', '')))}\n```"
+        )
+    for e in ex.negatives:
+        w = float(e.get("win_rate_plain", 0))
+        why = "too easy" if w > 0.6 else "too hard"
+        parts.append(
+            f"NEGATIVE EXAMPLE {e.get('env_id')} (win rate {w:.2f}: {why}; do not repeat its mistake):\n"
+            f"```python\n{_clip_code(str(e.get('code', '')), 900)}\n```"
+        )
+    if ex.neighbours:
+        names = "; ".join(f"{e.get('env_id')}: {_class_names(str(e.get('code', '')))}" for e in ex.neighbours)
+        parts.append(f"ALREADY IN THE ARCHIVE (do not write near-copies of these): {names}")
+    return "\n\n".join(parts)
 
 
 def _clip_code(code: str, limit: int = 1800) -> str:
@@ -116,25 +164,18 @@ def _class_names(code: str) -> str:
     return ", ".join(names) or "(no class)"
 
 
-def _examples_text(ex: MemoryExamples) -> str:
-    parts = []
-    for e in ex.frontier:
-        parts.append(
-            f"POSITIVE EXAMPLE (win rate {float(e.get('win_rate_plain', 0)):.2f}, regret "
-            f"{float(e.get('regret', 0)):.2f}: at the agent's frontier; write something different "
-            f"that is as well calibrated):\n```python\n{_clip_code(str(e.get('code', '')))}\n```"
-        )
-    for e in ex.negatives:
-        w = float(e.get("win_rate_plain", 0))
-        why = "too easy" if w > 0.6 else "too hard"
-        parts.append(
-            f"NEGATIVE EXAMPLE (win rate {w:.2f}: {why}; do not repeat its mistake):\n"
-            f"```python\n{_clip_code(str(e.get('code', '')), 900)}\n```"
-        )
-    if ex.neighbours:
-        names = "; ".join(f"{e.get('env_id')}: {_class_names(str(e.get('code', '')))}" for e in ex.neighbours)
-        parts.append(f"ALREADY IN THE ARCHIVE (near neighbours, do not write near-copies): {names}")
-    return "\n\n".join(parts)
+def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str) -> str:
+    label = difficulty_label(difficulty)
+    steps = 2 if label == "easy" else (3 if label == "medium" else 4)
+    description = info.description if info else skill
+    ideas = f" Ideas (pick one or invent your own): {'; '.join(info.ideas)}." if info and info.ideas else ""
+    about = f" The environment must be about {topic}, a concept from the document." if topic else ""
+    return (
+        f"TASK\nTarget skill: {skill} ({description}). Difficulty: {label} ({difficulty:.2f} on a 0-1 scale): the "
+        f"goal should need {steps}+ actions.{ideas}{about} Ground it in the document; never mention the document "
+        "in the environment's text.\n\n"
+        "Reply with the complete Python code in one ```python block, and nothing after the block."
+    )
 
 
 def designer_messages(
@@ -143,27 +184,83 @@ def designer_messages(
     difficulty: float,
     document_text: str,
     examples: MemoryExamples | None = None,
+    code_examples: Sequence[CodeExample] = (),
+    turn_budget: int = 25,
+    topic: str = "",
 ) -> list[dict[str, str]]:
-    """The chat messages asking the designer for one environment."""
-    info = SKILLS.get(skill)
-    description = info.description if info else skill
-    label = difficulty_label(difficulty)
-    steps = 2 if label == "easy" else (3 if label == "medium" else 4)
-    user = (
-        "You are given a reference document. Create an interactive Python environment grounded in a "
-        "concept or technique from it. Never mention the document in the environment's text.\n\n"
-        f"<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>\n\n"
-        f"{INTERACTIVE_SPEC}\n\n"
-    )
-    ex_text = _examples_text(examples or MemoryExamples())
+    """The chat messages asking the designer for one environment: contract and rules (shared by
+    every prompt of a run), examples, the document, the task."""
+    parts = [contract_text(turn_budget)]
+    ex_text = _examples_text(code_examples, examples or MemoryExamples())
     if ex_text:
-        user += ex_text + "\n\n"
-    user += (
-        f"Target skill: {skill} ({description}). Difficulty: {label} ({difficulty:.2f} on a 0-1 scale): "
-        f"the goal should need {steps}+ interaction steps.\n\n"
-        "Reply with the complete Python code in one ```python block."
+        parts.append(ex_text)
+    parts.append(f"REFERENCE DOCUMENT\n<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>")
+    parts.append(_task_text(skill, difficulty, skill_info(skill), topic))
+    return [{"role": "system", "content": DESIGNER_SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+#: (pattern in the failed check's detail, advice): targeted hints for the most common failures
+_ADVICE: tuple[tuple[str, str], ...] = (
+    (r"NameError: name '[a-z_]\w*' is not defined",
+     "A NameError is usually an f-string: inside f\"...\" the text {x} is evaluated as code, so "
+     "f\"\\\\boxed{x}\" needs a variable x. Write the action format in a plain string, or double the braces: "
+     "f\"\\\\boxed{{guess {n}}}\"."),
+    (r"cannot import name|ImportError|ModuleNotFoundError|'builtin_function_or_method' object has no attribute",
+     "Start the code with the lines import random and import re (import math if needed), with no from-import "
+     "lines, and call random.Random(seed), re.search, math.sqrt through the modules."),
+    (r"NameError: name '[A-Z_]+' is not defined",
+     "A constant the class uses is missing: define it inside the class as a class attribute and use it as self.NAME."),
+    (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)",
+     "The class must define all of __init__, reset, step and solution."),
+    (r"solution\(\) returned|solution\(\) must return|gave no actions",
+     "solution() must return a list of action strings, each written \"\\\\boxed{...}\", that wins the episode."),
+    (r"did not end within",
+     "step() must set truncated=True once self.turn_count >= self.max_turns, and increment self.turn_count first."),
+    (r"not success|ended with reward",
+     "Replaying solution() must reach reward 1.0 with terminated=True: compute the actions from the hidden state "
+     "drawn in reset(), with the same command words step() understands."),
+    (r"RecursionError",
+     "reset() must not call self.reset() (only __init__ calls it), and no method may call itself without end."),
+    (r"probe action .* wins",
+     "An empty or garbage action must never win: only the correct command may return reward 1.0."),
+    (r"different observations",
+     "Use rng = random.Random(seed) in reset() for every random choice, never the global random module state."),
+    (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute",
+     "Initialise every attribute in __init__ before calling self.reset(), and do not name an attribute solution."),
+    (r"must return \(observation, info\)|must return \(observation, reward",
+     "reset() returns (observation, {}) and every path of step() returns (observation, reward, terminated, truncated, {})."),
+)
+
+
+def repair_feedback(*, error_kind: str | None, failed_check: str | None, detail: str, nearest: str | None = None,
+                    max_new_tokens: int | None = None) -> str:
+    """What the designer is told about a rejected environment (the verdict, then advice)."""
+    detail = detail.strip()[:800]
+    if error_kind == "duplicate":
+        near = f" {nearest}" if nearest else " an environment already in the archive"
+        return (
+            f"Your environment is too close to{near} ({detail}): it is a near-copy. Write a DIFFERENT "
+            "environment: a new class name, new rules, new hidden state and a new theme from the document. "
+            "Reply with the complete code in one ```python block."
+        )
+    if error_kind == "truncated":
+        limit = f" at {max_new_tokens} tokens" if max_new_tokens else ""
+        return (
+            f"Your reply was cut off{limit} before the code was complete ({detail}). Write a shorter environment "
+            "(under 120 lines, no long comments, no explanation) in one ```python block."
+        )
+    advice = [text for pattern, text in _ADVICE if re.search(pattern, detail)]
+    out = (
+        f"The environment failed validation (error: {error_kind or 'unknown'}, check: {failed_check or 'unknown'}): "
+        f"{detail}"
     )
-    return [{"role": "system", "content": DESIGNER_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    if advice:
+        out += "\n\nHow to fix it: " + " ".join(advice[:2])
+    return out + "\n\nFix the problem and reply with the complete corrected code in one ```python block."
+
+
+_EXAMPLES_HEAD = "\n\nEXAMPLES of complete, valid environments."
+_DOC_HEAD = "\n\nREFERENCE DOCUMENT\n"
 
 
 def repair_messages(
@@ -173,21 +270,36 @@ def repair_messages(
     error_kind: str | None,
     failed_check: str | None,
     detail: str,
+    nearest: str | None = None,
+    max_new_tokens: int | None = None,
 ) -> list[dict[str, str]]:
-    """The conversation so far plus the validator's verdict, asking for a corrected environment."""
-    feedback = (
-        f"The environment failed validation (error: {error_kind or 'unknown'}, check: "
-        f"{failed_check or 'unknown'}): {detail.strip()[:800]}\n\n"
-        "Fix the problem and reply with the complete corrected code in one ```python block."
+    """The request for a corrected environment, from the original ``messages`` (system + the
+    designer prompt), the rejected ``completion`` and the verdict.
+
+    For a prompt of this module the repair is compact: the contract, the document and the task
+    again (not the examples, which small models copy), the rejected code, then the verdict and
+    advice last, where the model reads them; a model shown its own reply as the previous turn
+    tends to repeat it. Other prompts get the conversation so far plus the verdict."""
+    feedback = repair_feedback(
+        error_kind=error_kind, failed_check=failed_check, detail=detail, nearest=nearest, max_new_tokens=max_new_tokens
     )
-    return [
-        *[dict(m) for m in messages],
-        {"role": "assistant", "content": completion},
-        {"role": "user", "content": feedback},
-    ]
+    msgs = [dict(m) for m in messages]
+    prompt = msgs[-1]["content"] if msgs else ""
+    if not prompt.startswith(_CONTRACT[:60]) or _DOC_HEAD not in prompt:
+        return [*msgs, {"role": "assistant", "content": completion}, {"role": "user", "content": feedback}]
+    head = prompt.split(_EXAMPLES_HEAD, 1)[0].split(_DOC_HEAD, 1)[0]
+    tail = prompt.split(_DOC_HEAD, 1)[1]
+    code = extract_code(completion) if error_kind != "truncated" else None
+    rejected = (
+        f"\n\nYOUR PREVIOUS ENVIRONMENT (rejected):\n```python\n{code.strip()}\n```" if code else ""
+    )
+    user = f"{head}{_DOC_HEAD}{tail}{rejected}\n\nVERDICT\n{feedback}"
+    return [*msgs[:-1], {"role": "user", "content": user}]
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
+_OPEN_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*)\Z", re.S)
+_THINK = re.compile(r"<think>.*?</think>", re.S)
 
 
 def extract_code(completion: str) -> str | None:
@@ -197,6 +309,7 @@ def extract_code(completion: str) -> str | None:
     last such block, then the whole completion if it looks like a module defining a class with a
     ``step`` method.
     """
+    completion = _THINK.sub("", completion)
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(completion)]
     py = [b for lang, b in blocks if lang in ("", "python", "py", "python3")]
     with_class = [b for b in py if re.search(r"^\s*class\s+\w+", b, re.M)]
@@ -204,6 +317,10 @@ def extract_code(completion: str) -> str | None:
         if cand:
             code = cand[-1].strip("\n")
             return code + "\n" if code.strip() else None
+    if not blocks:  # an opening fence never closed (a stop string cut the closing one)
+        m = _OPEN_FENCE.search(completion)
+        if m and re.search(r"^\s*class\s+\w+", m.group(1), re.M):
+            return m.group(1).strip("\n") + "\n"
     if re.search(r"^class\s+\w+", completion, re.M) and "def step" in completion:
         return completion.strip("\n") + "\n"
     return None

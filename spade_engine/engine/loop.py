@@ -1,10 +1,14 @@
 """The single-process self-play loop, resumable from the event log.
 
 One :class:`Engine` drives the stages of :mod:`.stages` for one run. Its only memory is the log:
-on start it folds the log into a :class:`~.state.RunState` and finishes whatever the last engine
-left undone (an environment proposed but not validated, plays missing, regret not estimated, a
-repair not yet asked for), then starts new environments until ``loop.max_envs`` first proposals
-exist or it is told to stop. Every stage output is appended as soon as it exists (one event per
+on start it folds the log into a :class:`~.state.RunState`, records the seed archive's
+environments if the run lacks them, and finishes whatever the last engine left undone (an
+environment proposed but not validated, plays missing, regret not estimated, a repair not yet
+asked for), then designs new environments until ``loop.max_envs`` first proposals exist or it is
+told to stop. Design is batched: the repairs waiting and new slots, up to
+``loop.designer_batch``, in one generate call; the proposals are then validated together (one
+sandbox validation per worker at once, one embedding call), then hinted and played one
+environment at a time. Every stage output is appended as soon as it exists (one event per
 play), and a stage runs only when the log lacks its output, so a crash anywhere loses at most the
 work in flight and never duplicates a recorded event.
 
@@ -37,7 +41,7 @@ from ..events.codec import make_envelope
 from ..events.log import EventLog
 from . import stages
 from .level_replay import choose_replay
-from .pipeline import load_latest_policy, new_env, next_stage, output_event_id, run_stage
+from .pipeline import design_batch, load_latest_policy, missing_seeds, new_env, next_stage, output_event_id, run_stage
 from .state import EnvState, RunState
 
 __all__ = ["Engine", "EngineLock", "RunAlreadyActive"]
@@ -197,40 +201,72 @@ class Engine:
 
     def _loop(self) -> str:
         max_envs = self.cfg.loop.env_bound
+        self._record_seeds()
         while True:
             if self.stopping:
                 return "interrupted"
             self._maybe_load_policy()
             pending = self._pending()
-            if pending is not None:
-                if self._next_stage(pending) in ("round", "replay"):
+            if pending:
+                if len(pending) == 1 and self._next_stage(pending[0]) in ("round", "replay"):
                     self._train(flush=False)  # a later round of an environment: train on what is complete first
-                self._advance(pending)
+                self._advance_batch(pending)
                 continue
+            repairs = self._repairs()
             n = len(self.state.roots())
-            if max_envs is not None and n >= max_envs:
+            room = None if max_envs is None else max(0, max_envs - n)
+            if not repairs and room == 0:
                 self._train(flush=True)
                 return "max_envs"
             self._train(flush=False)
-            if self._replay():
+            if not repairs and self._replay():  # a level replay takes the next new slot
                 continue
-            self._new_env(n)
+            self._design(repairs, n, room)
 
     # -- work selection ------------------------------------------------------------------------
 
-    def _pending(self) -> EnvState | None:
-        """The first environment (in id order) with a stage still to run."""
+    def _pending(self) -> list[EnvState]:
+        """What to run next, other than design: every environment waiting for validation (one
+        batch), else the first environment (in id order) waiting for its hint, plays or regret."""
+        todo = [st for st in self.state.proposed() if self._next_stage(st) == "validate"]
+        if todo:
+            return todo
         for st in self.state.proposed():
-            if self._next_stage(st) is not None:
-                return st
-        return None
+            if self._next_stage(st) not in (None, "repair", "validate"):
+                return [st]
+        return []
+
+    def _repairs(self) -> list[EnvState]:
+        return [st for st in self.state.proposed() if self._next_stage(st) == "repair"]
 
     def _next_stage(self, st: EnvState) -> str | None:
         return next_stage(self.cfg, st)
 
     # -- stages --------------------------------------------------------------------------------
 
+    def _record_seeds(self) -> None:
+        """Record the seed archive's environments the run lacks (at its first start)."""
+        for payload in missing_seeds(self.ctx, self.state):
+            self._append(payload)
+
+    def _design(self, repairs: list[EnvState], n: int, room: int | None) -> None:
+        """One design batch: the repairs waiting, then new slots up to ``loop.designer_batch``."""
+        batch = stages.designer_batch(self.cfg, self.ctx.policy)
+        repairs = repairs[:batch]
+        free = batch - len(repairs)
+        count = free if room is None else min(free, room)
+        indices = list(range(n, n + max(0, count)))
+        if self.proposer is not None:  # a fixed curriculum (replay) writes the new environments
+            for st in repairs:
+                run_stage(self.ctx, self.state, st, "repair", self._append, should_stop=lambda: self.stopping)
+            for index in indices:
+                self._append(self.proposer(self, index))
+            return
+        for payload, cause in design_batch(self.ctx, self.state, repairs=repairs, new_indices=indices):
+            self._append(payload, cause)
+
     def _new_env(self, index: int) -> None:
+        """Propose new slot ``index`` on its own (outside a design batch)."""
         payload = self.proposer(self, index) if self.proposer is not None else new_env(self.ctx, self.state, index)
         self._append(payload)
 
@@ -254,6 +290,14 @@ class Engine:
         if self.trainer.run(flush=flush):
             self._refresh()
             self._maybe_load_policy()
+
+    def _advance_batch(self, todo: list[EnvState]) -> None:
+        if len(todo) > 1 or self._next_stage(todo[0]) == "validate":
+            verdicts = stages.validate_batch(self.ctx, [st.proposed for st in todo])  # type: ignore[misc]
+            for st, verdict in zip(todo, verdicts):
+                self._append(verdict, st.proposed_id)
+            return
+        self._advance(todo[0])
 
     def _advance(self, st: EnvState) -> None:
         stage = self._next_stage(st)

@@ -11,7 +11,7 @@ id is a function of (run, type, environment, play slot) only (:func:`output_even
 Stages of one environment, in order::
 
     validate  EnvironmentProposed  -> EnvironmentValidated   (validator)
-    repair    EnvironmentValidated -> EnvironmentProposed    (designer; invalid ones, up to loop.max_repairs)
+    repair    EnvironmentValidated -> EnvironmentProposed    (designer; rejected ones, up to loop.max_repairs)
     hint      EnvironmentValidated -> HintWritten            (rollout; accepted ones; + garbage probe)
     play      HintWritten          -> RolloutCompleted x (plain + hinted)   (rollout; round 0)
     regret    RolloutCompleted     -> RegretEstimated        (regret; once a round's plays are in)
@@ -21,6 +21,15 @@ Stages of one environment, in order::
 Rounds (:mod:`.rounds`) are played in order: a round is open until its RegretEstimated exists;
 the due rounds of an environment are its designed rounds and the rounds its level-replay choices
 (:mod:`.level_replay`) added.
+
+Rejected means invalid (a failed check, a truncated completion) or a near-copy of an archived
+environment (``duplicate``): both go back to the designer. Seed environments (the seed archive,
+recorded when a run starts, :func:`missing_seeds`) are validated like any other, never repaired,
+and hinted and played only with ``loop.seed_plays``.
+
+The designer works in batches (:func:`design_batch`): the repairs waiting, then new slots, up to
+``loop.designer_batch`` requests in one batched generate call. Each proposal's id and sampling
+seed depend on its slot only, so batching changes no decision.
 """
 
 from __future__ import annotations
@@ -43,10 +52,16 @@ from ..events.catalogue import (
     RolloutCompleted,
 )
 from . import rounds, stages
+from .designer import CodeExample
+from .stages import seed_env_id
 from .state import EnvState, RunState
 
 __all__ = [
     "Emit",
+    "seed_env_id",
+    "missing_seeds",
+    "seed_examples",
+    "design_batch",
     "Stage",
     "STAGES",
     "role_inputs",
@@ -193,6 +208,8 @@ def next_stage(cfg: EngineConfig, st: EnvState) -> str | None:
     """The stage environment ``st`` needs next (a key of :data:`STAGES`), or None when done."""
     if st.validated is None:
         return "validate"
+    if st.is_seed and not cfg.loop.seed_plays:
+        return None
     if st.repairable:
         if st.repaired_by is None and st.proposed.attempt < cfg.loop.max_repairs:  # type: ignore[union-attr]
             return "repair"
@@ -230,12 +247,61 @@ def missing_plays(cfg: EngineConfig, st: EnvState, round_: int = 0) -> list:
     return [s for s in specs if (s.hinted, s.index) not in recorded]
 
 
+def missing_seeds(ctx: stages.StageContext, state: RunState) -> list[EnvironmentProposed]:
+    """The EnvironmentProposed of every seed of ``ctx.seed_envs`` the run has not recorded yet."""
+    out = []
+    for i, seed in enumerate(ctx.seed_envs):
+        env_id = seed_env_id(state.run_id, i)
+        st = state.envs.get(env_id)
+        if st is None or st.proposed is None:
+            out.append(stages.seed_proposal(ctx, seed, env_id))
+    return out
+
+
+def seed_examples(state: RunState) -> list[CodeExample]:
+    """The run's accepted seed environments, as complete examples for designer prompts."""
+    return [
+        CodeExample(env_id=st.env_id, code=st.proposed.code, skill=st.proposed.skill, note=f"skill {st.proposed.skill}")
+        for st in state.seeds()
+        if st.accepted and st.proposed is not None
+    ]
+
+
 def new_env(ctx: stages.StageContext, state: RunState, index: int) -> EventPayload:
     """The EnvironmentProposed of new slot ``index`` (guided by the estimates in ``state``)."""
     return stages.propose(
         ctx, env_id=env_id_for(state.run_id, index), index=index, skill_history=state.skill_history,
-        recent_env=state.recent_accepted,
+        recent_env=state.recent_accepted, examples_pool=seed_examples(state),
     )
+
+
+def design_batch(
+    ctx: stages.StageContext, state: RunState, *, repairs: list[EnvState], new_indices: list[int]
+) -> list[tuple[EnvironmentProposed, str | None]]:
+    """``(proposal, causation id)`` for the repairs of ``repairs`` and the new slots
+    ``new_indices``, from one batched generate call (repairs first, then slots in order)."""
+    jobs: list[stages.DesignJob] = []
+    causes: list[str | None] = []
+    for st in repairs:
+        p = st.proposed
+        assert p is not None and st.validated is not None
+        jobs.append(
+            stages.repair_job(
+                ctx, env_id=env_id_for(state.run_id, _index_of(p.env_id), p.attempt + 1), failed=p, verdict=st.validated,
+                skill_history=state.skill_history,
+            )
+        )
+        causes.append(st.validated_id)
+    pool = seed_examples(state)
+    for index in new_indices:
+        jobs.append(
+            stages.design_job(
+                ctx, env_id=env_id_for(state.run_id, index), index=index, skill_history=state.skill_history,
+                recent_env=state.recent_accepted, examples_pool=pool,
+            )
+        )
+        causes.append(None)
+    return list(zip(stages.propose_batch(ctx, jobs), causes))
 
 
 def run_stage(

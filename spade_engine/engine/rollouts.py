@@ -3,10 +3,17 @@
 An episode: ``reset(seed)`` in the sandbox; the first observation (with the privileged hint
 appended for hinted plays) becomes the first user message; each turn the agent answers, the
 ``\\boxed{...}`` action is parsed from its reply and sent to ``step()``; the episode ends when the
-environment terminates or truncates, at the turn limit, or when a step times out or the sandbox
+environment terminates or truncates, at the turn budget, or when a step times out or the sandbox
 crashes. Episode reward = last step reward clipped to [-1, 1] if terminated, else 0. An action is
 cut to the sandbox's action limit before it is sent, and every recorded text is bounded
 (:mod:`.bounds`) before the play is handed over for recording.
+
+Two ends come from the agent's side, as in the SPADE release: a reply cut by the agent's token
+limit (finish reason ``length``) is recorded as a turn but never sent to ``step()``, and the
+episode ends unterminated (reward 0, ``end_reason="agent_length"``); a conversation that no
+longer fits the model's context window (finish reason ``context``) ends the episode cleanly
+(``end_reason="context"``; a reply the window cut is recorded like a cut one). Every play records
+its :data:`~spade_engine.events.catalogue.END_REASONS` entry.
 
 Plays of one environment run in lockstep (one batched ``generate`` per turn across the plays that
 are still going), so batched LLM backends are used efficiently.
@@ -16,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -108,6 +115,7 @@ class _Episode:
     truncated: bool = False
     step_timeout: bool = False
     error: str | None = None
+    end_reason: str = ""
     done: bool = False
     started: float = 0.0
     seconds: float = 0.0
@@ -138,8 +146,12 @@ def play_episodes(
     crash_errors: tuple[type[BaseException], ...] = (),
     on_done: Callable[[RolloutCompleted, float], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    settings: Mapping[str, Any] | None = None,
 ) -> list[RolloutCompleted]:
     """Run ``specs`` in lockstep and return one RolloutCompleted payload per finished play.
+
+    ``settings`` are the agent's generation settings, passed on every request
+    (``max_new_tokens``, ``temperature``, ``top_p``, ``stop``, ``enable_thinking``).
 
     At most ``concurrency`` sessions are open at once (groups run one after the other).
 
@@ -157,11 +169,12 @@ def play_episodes(
                     env_id=env_id, specs=specs[i : i + concurrency], open_session=open_session, generate=generate,
                     policy_version=policy_version,
                     hint=hint, turn_limit=turn_limit, context=context, timeout_errors=timeout_errors,
-                    crash_errors=crash_errors, on_done=on_done, should_stop=should_stop,
+                    crash_errors=crash_errors, on_done=on_done, should_stop=should_stop, settings=settings,
                 )
             )
         return out
     context = dict(context or {})
+    settings = dict(settings or {})
     eps = [_Episode(spec=s) for s in specs]
     results: list[RolloutCompleted] = []
 
@@ -184,6 +197,7 @@ def play_episodes(
             error=ep.error,
             seconds=round(ep.seconds, 6),
             index=ep.spec.index,
+            end_reason=ep.end_reason or ("terminated" if ep.terminated else "truncated"),
         )
         payload = bound_rollout(payload)  # the last re-check of what came out of the sandbox
         results.append(payload)
@@ -194,10 +208,13 @@ def play_episodes(
         if timeout_errors and isinstance(exc, timeout_errors):
             ep.step_timeout = True
             ep.error = f"step timeout: {exc}"
+            ep.end_reason = "step_timeout"
         elif crash_errors and isinstance(exc, crash_errors):
             ep.error = f"sandbox crash: {exc}"
+            ep.end_reason = "sandbox_crash"
         else:
             ep.error = f"{type(exc).__name__}: {exc}"
+            ep.end_reason = "error"
         finish(ep)
 
     try:
@@ -236,12 +253,24 @@ def play_episodes(
                         "observation": ep.last_obs,
                     },
                     seed=(ep.spec.seed * 1009 + turn) & 0x7FFFFFFF,
+                    **settings,
                 )
                 for ep in live
             ]
             samples: list[Sample] = generate(requests)
             for ep, sample in zip(live, samples):
                 action = to_action(sample.text)[:MAX_ACTION_CHARS]  # what is sent is what is recorded
+                if sample.finish_reason in ("length", "context"):
+                    # cut by the token limit or the window: not sent to the environment
+                    if sample.completion_token_ids or sample.text:
+                        ep.turns.append(
+                            Turn(observation=ep.last_obs, action=action, reward=0.0, truncated=True,
+                                 generation=sample.generation())
+                        )
+                    ep.truncated = True
+                    ep.end_reason = "agent_length" if sample.finish_reason == "length" else "context"
+                    finish(ep)
+                    continue
                 t0 = time.perf_counter()
                 try:
                     obs, reward, term, trunc, _info = ep.session.step(action)
@@ -276,6 +305,7 @@ def play_episodes(
             for ep in eps:
                 if not ep.done:  # turn limit reached
                     ep.truncated = True
+                    ep.end_reason = "turn_limit"
                     finish(ep)
     finally:
         for ep in eps:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["derive_seed", "env_key"]
+__all__ = ["derive_seed", "env_key", "seed_env_id"]
 
-_RUN_SUFFIX = re.compile(r"^[0-9A-Za-z]{1,6}-(e\d+(?:-r\d+)?)$")
+_RUN_SUFFIX = re.compile(r"^[0-9A-Za-z]{1,6}-(e\d+(?:-r\d+)?|s\d+)$")
 
 
 def env_key(env_id: str) -> str:
@@ -18,6 +18,11 @@ def env_key(env_id: str) -> str:
     derived from, so the same run seed gives the same environments in every run."""
     m = _RUN_SUFFIX.match(env_id)
     return m.group(1) if m else env_id
+
+
+def seed_env_id(run_id: str, index: int) -> str:
+    """Deterministic environment id of the ``index``-th seed of a run's seed archive."""
+    return f"{run_id[-6:]}-s{index:05d}"
 
 
 def derive_seed(*parts: object) -> int:

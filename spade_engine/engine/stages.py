@@ -3,10 +3,14 @@
 Stages hold no state of their own: the single-process loop (:mod:`.loop`) and distributed workers
 read the input events from the log, call a stage, and append what it returns. Stages:
 
-* :func:`propose`: corpus document + memory examples -> designer -> ``EnvironmentProposed``
-  (and :func:`propose_repair` for a failed candidate);
-* :func:`validate`: sandboxed validator (seeds and probes drawn from the run seed and the env
-  key) + embedding novelty -> ``EnvironmentValidated``;
+* :func:`propose`: corpus document + seed and memory examples -> designer -> ``EnvironmentProposed``
+  (and :func:`propose_repair` for a rejected candidate); :func:`propose_batch` turns several
+  design requests (new slots and repairs) into one batched generate call;
+  :func:`seed_proposal` records a seed environment;
+* :func:`validate` / :func:`validate_batch`: a truncated completion is rejected first (error kind
+  ``truncated``), then the sandboxed validator (several at once, one per sandbox worker; seeds and
+  probes drawn from the run seed and the env key) and embedding novelty (one batched embedding
+  call) plus the copy check against the seed archive -> ``EnvironmentValidated``;
 * :func:`write_hint`: hint writer + the play-time garbage probe (:mod:`.garbage`) -> ``HintWritten``;
 * :func:`play`: k plain + k hinted plays in the sandbox -> ``RolloutCompleted`` each;
 * :func:`estimate_regret` (pure): plays + the garbage probe -> ``RegretEstimated``.
@@ -14,7 +18,8 @@ read the input events from the log, call a stage, and append what it returns. St
 Seeds are derived from ``(run seed, env key, ...)`` with :func:`derive_seed`, never from a running
 random state, so a resumed run makes the same choices for the same environment, and two runs with
 the same seed make the same choices everywhere (:func:`env_key` is the environment id without the
-run's own suffix).
+run's own suffix). Each role's generation settings (``[policy.generation.<role>]``) travel with
+its requests (:meth:`StageContext.request`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 
 from ..config import EngineConfig, RewardConfig
@@ -44,7 +50,7 @@ from ..sandbox.probes import garbage_actions
 from .bounds import bound_validated
 from .corpus import Corpus, truncate_tokens
 from .designer import (
-    SKILLS,
+    CodeExample,
     declared_difficulty,
     designer_messages,
     extract_code,
@@ -56,7 +62,9 @@ from .hints import clean_hint, hint_messages
 from ..policy.protocol import Policy, PolicyRequest, Sample
 from .rollouts import PlaySpec, play_episodes
 from .rounds import estimate_round
-from .seeds import derive_seed, env_key
+from .seed_archive import SeedEnv
+from .seeds import derive_seed, env_key, seed_env_id
+from .skills import skill_info, skill_names
 
 __all__ = [
     "derive_seed",
@@ -65,12 +73,19 @@ __all__ = [
     "StageContext",
     "Timings",
     "choose_skill",
+    "DesignJob",
     "propose",
+    "propose_batch",
+    "design_job",
+    "repair_job",
     "propose_repair",
+    "seed_proposal",
     "validate",
     "validation_seed",
     "garbage_probe",
+    "validate_batch",
     "write_hint",
+    "designer_batch",
     "play_specs",
     "play",
     "estimate_regret",
@@ -125,13 +140,43 @@ class StageContext:
     step_errors: tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]] = ((), ())
     timings: Timings = field(default_factory=Timings)
     tokenize: Callable[[str], Sequence[object]] | None = None
+    #: the seed archive of the run (``loop.seed_envs``), recorded at its start
+    seed_envs: list[SeedEnv] = field(default_factory=list)
+    #: the designer prompt builder (``designer_messages``; the benchmark swaps in its baseline)
+    designer_prompt: Callable[..., list[dict[str, str]]] | None = None
+    #: told what the run is doing between model calls ("validating 4 environments", ...)
+    on_activity: Callable[[str], None] | None = None
 
     @property
     def seed(self) -> int:
         return self.cfg.seed
 
+    @property
+    def context_window(self) -> int | None:
+        """The policy's context window in tokens, when it has one (LLM backends)."""
+        window = getattr(self.policy, "context_window", None)
+        return int(window) if isinstance(window, int) and window > 0 else None
+
     def skills(self) -> list[str]:
-        return list(self.cfg.loop.skills) or list(SKILLS)
+        return list(self.cfg.loop.skills) or skill_names(self.cfg.loop.skill_set)
+
+    def activity(self, text: str) -> None:
+        if self.on_activity is not None:
+            self.on_activity(text)
+
+    def request(
+        self, role: str, messages: list[dict[str, str]], *, context: dict[str, Any] | None = None, seed: int | None = None
+    ) -> PolicyRequest:
+        """A request for ``role`` with that role's generation settings (``[policy.generation.<role>]``)."""
+        return PolicyRequest(role=role, messages=messages, context=context or {}, seed=seed, **self.settings(role))  # type: ignore[arg-type]
+
+    def settings(self, role: str) -> dict[str, Any]:
+        """The generation settings of ``role`` as PolicyRequest fields."""
+        g = self.cfg.policy.generation.for_role(role)
+        return {
+            "max_new_tokens": g.max_new_tokens, "temperature": g.temperature, "top_p": g.top_p,
+            "stop": tuple(g.stop), "enable_thinking": g.enable_thinking,
+        }
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
         """The policy's samples for ``requests`` (one batched call), timed into ``timings.policy``.
@@ -148,24 +193,38 @@ class StageContext:
         return self.generate([request])[0]
 
     def embed(self, text: str) -> np.ndarray | None:
+        vecs = self.embed_many([text])
+        return None if vecs is None else vecs[0]
+
+    def embed_many(self, texts: list[str]) -> np.ndarray | None:
+        """Embeddings of ``texts`` in one batched call (``None`` without an embedder)."""
         if self.embedder is None:
             return None
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
         t0 = time.perf_counter()
         try:
-            return np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+            return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
         finally:
             self.timings.embedding += time.perf_counter() - t0
 
 
 def _role_defaults(req: PolicyRequest, cfg: EngineConfig) -> PolicyRequest:
-    temperature, max_new = cfg.policy.generation.for_role(req.role)
-    if (temperature is None or req.temperature is not None) and (max_new is None or req.max_new_tokens is not None):
-        return req
-    return dataclasses.replace(
-        req,
-        temperature=req.temperature if req.temperature is not None else temperature,
-        max_new_tokens=req.max_new_tokens if req.max_new_tokens is not None else max_new,
-    )
+    """``req`` with every generation field it leaves unset taken from its role's section."""
+    try:
+        g = cfg.policy.generation.for_role(req.role)
+    except ValueError:
+        return req  # a role without a section (an evaluation request) keeps the backend's settings
+    fill = {
+        k: v
+        for k, v in (("max_new_tokens", g.max_new_tokens), ("temperature", g.temperature), ("top_p", g.top_p))
+        if getattr(req, k) is None
+    }
+    if not req.stop and g.stop:
+        fill["stop"] = tuple(g.stop)
+    if req.enable_thinking is None and g.enable_thinking is not None:
+        fill["enable_thinking"] = g.enable_thinking
+    return dataclasses.replace(req, **fill) if fill else req
 
 
 def choose_skill(seed: int, index: int, skills: Sequence[str]) -> str:
@@ -178,7 +237,7 @@ def choose_skill(seed: int, index: int, skills: Sequence[str]) -> str:
 
 
 def _domain(skill: str) -> str | None:
-    info = SKILLS.get(skill)
+    info = skill_info(skill)
     return info.domain if info else None
 
 
@@ -186,65 +245,123 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _proposal(
-    ctx: StageContext,
-    *,
-    env_id: str,
-    skill: str,
-    nominal: float,
-    messages: list[dict[str, str]],
-    context: dict[str, Any],
-    examples: MemoryExamples,
-    doc_ref: Any,
-    attempt: int,
-    repair_of: str | None,
-    prompt: str | None = None,
-) -> EnvironmentProposed:
-    req = PolicyRequest(role="designer", messages=messages, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
-    sample = ctx.generate_one(req)
+@dataclass
+class DesignJob:
+    """One designer request and what its proposal records (a new slot or a repair)."""
+
+    request: PolicyRequest
+    env_id: str
+    skill: str
+    nominal: float
+    messages: list[dict[str, str]]
+    examples: MemoryExamples
+    doc_ref: Any
+    attempt: int
+    repair_of: str | None
+    prompt: str
+
+
+def _proposal(ctx: StageContext, job: DesignJob, sample: Sample) -> EnvironmentProposed:
     code = extract_code(sample.text) or ""
     difficulty = declared_difficulty(code)
     return EnvironmentProposed(
-        env_id=env_id,
-        skill=skill,
-        difficulty=round(nominal if difficulty is None else difficulty, 6),
+        env_id=job.env_id,
+        skill=job.skill,
+        difficulty=round(job.nominal if difficulty is None else difficulty, 6),
         code=code,
         code_sha256=_sha(code),
         policy_version=ctx.policy.version,
-        document=doc_ref,
-        parents=examples.parents,
-        avoid=examples.avoid,
-        attempt=attempt,
-        repair_of=repair_of,
-        prompt=messages[-1]["content"] if prompt is None else prompt,
+        document=job.doc_ref,
+        parents=job.examples.parents,
+        avoid=job.examples.avoid,
+        attempt=job.attempt,
+        repair_of=job.repair_of,
+        prompt=job.prompt,
         completion=sample.text,
         generation=sample.generation(),
         designer=ctx.policy.kind,
     )
 
 
-def propose(
+def propose_batch(ctx: StageContext, jobs: Sequence[DesignJob]) -> list[EnvironmentProposed]:
+    """The proposals of ``jobs``, from one batched generate call."""
+    if not jobs:
+        return []
+    ctx.activity(f"designer: {len(jobs)} proposal(s) in one batch")
+    samples = ctx.generate([j.request for j in jobs])
+    return [_proposal(ctx, job, sample) for job, sample in zip(jobs, samples)]
+
+
+def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str, env_id: str, index: int) -> list[CodeExample]:
+    """Complete environments for the prompt of slot ``index``: one shared by the slot's batch
+    (so a prefix cache reuses it), then one of the slot's own skill when there is one."""
+    k = ctx.cfg.loop.prompt_examples
+    if not pool or k <= 0:
+        return []
+    batch = max(1, designer_batch(ctx.cfg, ctx.policy))
+    shared = pool[derive_seed(ctx.seed, "examples", index // batch) % len(pool)]  # the same for the whole batch
+    chosen = [shared]
+    same = [e for e in pool if e.skill == skill and e.env_id != shared.env_id]
+    if k >= 2 and same:
+        chosen.append(same[derive_seed(ctx.seed, env_key(env_id), "example") % len(same)])
+    rest = [e for e in pool if e not in chosen]
+    while len(chosen) < k and rest:
+        chosen.append(rest.pop(derive_seed(ctx.seed, env_key(env_id), "example", len(chosen)) % len(rest)))
+    return chosen
+
+
+def designer_batch(cfg: EngineConfig, policy: Any) -> int:
+    """``loop.designer_batch``, or its default: 4 for model backends, 1 for the simulation."""
+    if cfg.loop.designer_batch is not None:
+        return cfg.loop.designer_batch
+    return 1 if getattr(policy, "kind", "") == "procedural" else 4
+
+
+def _fit_prompt(
+    ctx: StageContext, build: Callable[[list[CodeExample], str], list[dict[str, str]]], examples: list[CodeExample], text: str
+) -> tuple[list[dict[str, str]], list[CodeExample]]:
+    """The designer messages with as many examples and as much of the document as the model's
+    window allows after reserving room for the completion."""
+    budget = ctx.cfg.loop.doc_token_budget
+    doc = truncate_tokens(text, budget, ctx.tokenize)
+    window, tok = ctx.context_window, ctx.tokenize
+    if window is None or tok is None:
+        return build(examples, doc), examples
+    reserve = min(ctx.cfg.policy.generation.designer.max_new_tokens, window // 2)
+    ex = list(examples)
+    while True:
+        bare = build(ex, "")
+        overhead = sum(len(tok(m["content"])) for m in bare) + 32
+        room = window - reserve - overhead
+        if room >= min(budget, 64) or not ex:
+            break
+        ex.pop()
+    doc = truncate_tokens(text, max(16, min(budget, room)), tok)
+    return build(ex, doc), ex
+
+
+def design_job(
     ctx: StageContext,
     *,
     env_id: str,
     index: int,
     skill_history: Callable[[str], list[tuple[float, float, float]]],
     recent_env: Callable[[str], str | None] = lambda skill: None,
-) -> EnvironmentProposed:
-    """A new environment for slot ``index``: skill, nominal difficulty and document are chosen
-    from the run seed; memory examples come from the novelty memory (if any): frontier positives
-    and negatives of the skill, and as neighbours to avoid, the archive's nearest environments to
-    the skill's most recent accepted one (``recent_env(skill)``; its recorded embedding is reused,
-    so no model call is needed)."""
-    skill = choose_skill(ctx.seed, index, ctx.skills())
-    nominal = random.Random(derive_seed(ctx.seed, env_key(env_id), "difficulty")).choice(NOMINAL_DIFFICULTIES)
-    info = SKILLS.get(skill)
-    domain = info.domain if info else None
+    examples_pool: Sequence[CodeExample] = (),
+) -> DesignJob:
+    """The designer request of new slot ``index``: skill, nominal difficulty and document are
+    chosen from the run seed; complete example environments come from ``examples_pool`` (the
+    run's seeds); memory examples from the novelty memory (if any): frontier positives and
+    negatives of the skill, and as neighbours to avoid, the archive's nearest environments to the
+    skill's most recent accepted one (``recent_env(skill)``; its recorded embedding is reused, so
+    no model call is needed)."""
     skills = ctx.skills()
+    skill = choose_skill(ctx.seed, index, skills)
+    nominal = random.Random(derive_seed(ctx.seed, env_key(env_id), "difficulty")).choice(NOMINAL_DIFFICULTIES)
+    domain = _domain(skill)
     # documents of a domain are used in turn: count earlier slots that drew from the same domain
     earlier = sum(1 for j in range(index) if _domain(choose_skill(ctx.seed, j, skills)) == domain)
     doc = ctx.corpus.nth(ctx.seed, earlier, domain=domain)
-    text = truncate_tokens(doc.text, ctx.cfg.loop.doc_token_budget, ctx.tokenize)
     examples = MemoryExamples()
     if ctx.memory is not None:
         recent = recent_env(skill)
@@ -252,7 +369,22 @@ def propose(
         examples = ctx.memory.examples(
             skill, query_vec=qv, k=max(1, ctx.cfg.memory.neighbours), band=(ctx.cfg.reward.band_low, ctx.cfg.reward.band_high)
         )
-    messages = designer_messages(skill=skill, difficulty=nominal, document_text=text, examples=examples)
+    code_examples = _code_examples(ctx, examples_pool, skill=skill, env_id=env_id, index=index)
+    prompt_fn = ctx.designer_prompt or designer_messages
+
+    def build(ex: list[CodeExample], text: str) -> list[dict[str, str]]:
+        return prompt_fn(
+            skill=skill, difficulty=nominal, document_text=text, examples=examples, code_examples=ex,
+            turn_budget=ctx.cfg.loop.turn_limit, topic=doc.title,
+        )
+
+    messages, shown = _fit_prompt(ctx, build, code_examples, doc.text)
+    text = messages[-1]["content"].split("<REFERENCE_DOCUMENT>\n", 1)[-1].split("\n</REFERENCE_DOCUMENT>", 1)[0]
+    if shown:  # the complete examples shown are the proposal's parents too
+        examples = MemoryExamples(
+            frontier=[{"env_id": e.env_id} for e in shown] + list(examples.frontier),
+            negatives=list(examples.negatives), neighbours=list(examples.neighbours),
+        )
     context = {
         "env_id": env_id,
         "index": index,
@@ -263,10 +395,26 @@ def propose(
         "turn_limit": ctx.cfg.loop.turn_limit,
         "examples": {"parents": examples.parents, "avoid": examples.avoid},
     }
-    return _proposal(
-        ctx, env_id=env_id, skill=skill, nominal=nominal, messages=messages, context=context,
-        examples=examples, doc_ref=doc.ref(), attempt=0, repair_of=None,
+    req = ctx.request("designer", messages, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
+    return DesignJob(
+        request=req, env_id=env_id, skill=skill, nominal=nominal, messages=messages, examples=examples,
+        doc_ref=doc.ref(), attempt=0, repair_of=None, prompt=messages[-1]["content"],
     )
+
+
+def propose(
+    ctx: StageContext,
+    *,
+    env_id: str,
+    index: int,
+    skill_history: Callable[[str], list[tuple[float, float, float]]],
+    recent_env: Callable[[str], str | None] = lambda skill: None,
+    examples_pool: Sequence[CodeExample] = (),
+) -> EnvironmentProposed:
+    """A new environment for slot ``index`` (see :func:`design_job`)."""
+    job = design_job(ctx, env_id=env_id, index=index, skill_history=skill_history, recent_env=recent_env,
+                     examples_pool=examples_pool)
+    return propose_batch(ctx, [job])[0]
 
 
 def _detail(validated: EnvironmentValidated) -> str:
@@ -276,21 +424,22 @@ def _detail(validated: EnvironmentValidated) -> str:
     return validated.failed_check or ""
 
 
-def propose_repair(
+def repair_job(
     ctx: StageContext,
     *,
     env_id: str,
     failed: EnvironmentProposed,
     verdict: EnvironmentValidated,
     skill_history: Callable[[str], list[tuple[float, float, float]]],
-) -> EnvironmentProposed:
-    """Send a failed candidate back to the designer with the validator's verdict."""
-    base = [
-        {"role": "system", "content": designer_messages(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]},
-        {"role": "user", "content": failed.prompt},
-    ]
+) -> DesignJob:
+    """The request sending a rejected candidate back to the designer with the verdict: the
+    validator's failed check, a truncated completion, or a near-copy ("too close to X")."""
+    prompt_fn = ctx.designer_prompt or designer_messages
+    system = prompt_fn(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]
+    base = [{"role": "system", "content": system}, {"role": "user", "content": failed.prompt}]
     messages = repair_messages(
-        base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check, detail=_detail(verdict)
+        base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check, detail=_detail(verdict),
+        nearest=verdict.nearest_env_id, max_new_tokens=ctx.cfg.policy.generation.designer.max_new_tokens,
     )
     doc = failed.document
     context = {
@@ -305,54 +454,205 @@ def propose_repair(
     examples = MemoryExamples(
         frontier=[{"env_id": p} for p in failed.parents], neighbours=[{"env_id": a} for a in failed.avoid]
     )
-    return _proposal(
-        ctx, env_id=env_id, skill=failed.skill, nominal=failed.difficulty, messages=messages, context=context,
-        examples=examples, doc_ref=failed.document, attempt=failed.attempt + 1, repair_of=failed.env_id,
+    req = ctx.request("designer", messages, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
+    return DesignJob(
+        request=req, env_id=env_id, skill=failed.skill, nominal=failed.difficulty, messages=messages, examples=examples,
+        doc_ref=failed.document, attempt=failed.attempt + 1, repair_of=failed.env_id,
         prompt=failed.prompt,  # the original designer prompt, so repairs of repairs rebuild the conversation
     )
 
 
+def propose_repair(
+    ctx: StageContext,
+    *,
+    env_id: str,
+    failed: EnvironmentProposed,
+    verdict: EnvironmentValidated,
+    skill_history: Callable[[str], list[tuple[float, float, float]]],
+) -> EnvironmentProposed:
+    """Send a rejected candidate back to the designer with the verdict (see :func:`repair_job`)."""
+    return propose_batch(ctx, [repair_job(ctx, env_id=env_id, failed=failed, verdict=verdict, skill_history=skill_history)])[0]
+
+
+def seed_proposal(ctx: StageContext, seed: SeedEnv, env_id: str) -> EnvironmentProposed:
+    """The EnvironmentProposed recording seed environment ``seed`` (``designer="seed:<name>"``)."""
+    return EnvironmentProposed(
+        env_id=env_id,
+        skill=seed.skill,
+        difficulty=round(seed.difficulty, 6),
+        code=seed.code,
+        code_sha256=_sha(seed.code),
+        policy_version=ctx.policy.version if ctx.policy is not None else "v0",
+        prompt=f"seed archive: {seed.source}",
+        designer=seed.designer,
+    )
+
+
+def _truncated(proposed: EnvironmentProposed) -> EnvironmentValidated | None:
+    """The verdict on a completion the token limit or the context window cut (never validated)."""
+    g = proposed.generation
+    if g is None or g.finish_reason not in ("length", "context"):
+        return None
+    n = len(g.completion_token_ids)
+    why = (
+        f"the completion reached its token limit after {n} tokens (finish reason length)"
+        if g.finish_reason == "length"
+        else f"the prompt and the completion ({n} tokens) filled the model's context window (finish reason context)"
+    )
+    return EnvironmentValidated(
+        env_id=proposed.env_id, valid=False, error_kind="truncated", failed_check="generation",
+        checks=[ValidationCheck(name="generation", passed=False, detail=why + ", so the code is incomplete")],
+    )
+
+
 def validate(ctx: StageContext, proposed: EnvironmentProposed) -> EnvironmentValidated:
-    """Validate in the sandbox, then (if valid) decide novelty against the memory."""
-    if not proposed.code.strip():
-        return EnvironmentValidated(
-            env_id=proposed.env_id,
-            valid=False,
-            error_kind="no_code",
-            failed_check="extract",
-            checks=[ValidationCheck(name="extract", passed=False, detail="the completion has no Python code block defining a class")],
-            sandbox_layers=ctx.sandbox_layers,
+    """Validate one proposal (see :func:`validate_batch`)."""
+    return validate_batch(ctx, [proposed])[0]
+
+
+def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) -> list[EnvironmentValidated]:
+    """Verdicts on ``proposals``, in order: truncated completions and completions without code are
+    rejected first; the rest run in the sandbox at once (one validation per sandbox worker); the
+    valid ones are embedded in one batched call and judged for novelty against the memory and the
+    earlier proposals of the batch (so two near-copies in one batch are not both accepted)."""
+    out: list[EnvironmentValidated | None] = [None] * len(proposals)
+    todo: list[int] = []
+    for i, p in enumerate(proposals):
+        cut = _truncated(p)
+        if cut is not None:
+            out[i] = msgspec.structs.replace(cut, sandbox_layers=dict(ctx.sandbox_layers))
+        elif not p.code.strip():
+            out[i] = EnvironmentValidated(
+                env_id=p.env_id,
+                valid=False,
+                error_kind="no_code",
+                failed_check="extract",
+                checks=[ValidationCheck(name="extract", passed=False, detail="the completion has no Python code block defining a class")],
+                sandbox_layers=ctx.sandbox_layers,
+            )
+        else:
+            todo.append(i)
+    if todo:
+        ctx.activity(f"validating {len(todo)} environment(s) in the sandbox")
+    reports = _sandbox_reports(ctx, [(proposals[i].code, validation_seed(ctx.seed, proposals[i].env_id)) for i in todo])
+    fields_of: dict[int, dict[str, Any]] = {}
+    for i, report in zip(todo, reports):
+        fields = bound_validated(dict(report.payload_fields()))
+        fields.setdefault("sandbox_layers", ctx.sandbox_layers)
+        fields["env_id"] = proposals[i].env_id
+        fields_of[i] = fields
+    valid = [i for i in todo if fields_of[i].get("valid")]
+    vecs = ctx.embed_many([novelty_text(proposals[i].code) for i in valid]) if valid else None
+    batch_vecs: list[tuple[str, np.ndarray]] = []
+    for i in todo:
+        fields = fields_of[i]
+        if not fields.get("valid"):
+            fields["accepted"] = False
+            out[i] = EnvironmentValidated(**fields)
+            continue
+        if vecs is None or ctx.memory is None:
+            fields.update(accepted=True, novel=None)
+            out[i] = EnvironmentValidated(**fields)
+            continue
+        vec = vecs[valid.index(i)]
+        novelty, nearest = ctx.memory.novelty(vec)
+        for other_id, other in batch_vecs:  # earlier accepted proposals of this batch
+            n = float(1.0 - float(np.dot(vec, other)))
+            if n < novelty:
+                novelty, nearest = n, other_id
+        threshold = ctx.cfg.memory.novelty_threshold
+        novel = bool(novelty >= threshold)
+        copy_of, share = _copied(ctx, proposals[i]) if novel else (None, 0.0)
+        fields.update(
+            novel=novel,
+            novelty=float(novelty),
+            novelty_threshold=threshold,
+            nearest_env_id=nearest,
+            embedding_model=ctx.embedding_model or None,
+            embedding_b64=ctx.encode_embedding(vec) if ctx.encode_embedding else None,
+            accepted=novel,
         )
+        if copy_of is not None:
+            novel = False
+            fields.update(novel=False, accepted=False, nearest_env_id=copy_of)
+            why = f"the code repeats {share:.0%} of the lines of {copy_of} (copy threshold {ctx.cfg.memory.copy_threshold:g})"
+        else:
+            why = f"novelty {novelty:.3f} is below the threshold {threshold:g}: nearest environment {nearest}"
+        if novel:
+            batch_vecs.append((proposals[i].env_id, vec))
+        else:
+            fields.update(error_kind="duplicate", failed_check="novelty")
+            fields["checks"] = list(fields.get("checks") or []) + [ValidationCheck(name="novelty", passed=False, detail=why)]
+        out[i] = EnvironmentValidated(**fields)
+    return [v for v in out if v is not None]
+
+
+def code_lines(code: str) -> list[str]:
+    """The lines of ``code`` that carry its logic: stripped, without blank lines, comments and
+    docstrings (a copy that only renames the class or drops the docstring keeps them)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+        doc_lines = set()
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+                doc_lines.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    except (SyntaxError, ValueError):
+        doc_lines = set()
+    out = []
+    for n, line in enumerate(code.splitlines(), 1):
+        t = line.strip()
+        if t and not t.startswith("#") and n not in doc_lines and not t.startswith("class "):
+            out.append(t)
+    return out
+
+
+def copied_share(code: str, other: str) -> float:
+    """The share of ``code``'s logic lines that appear, in order, in ``other`` (0..1)."""
+    import difflib
+
+    a, b = code_lines(code), code_lines(other)
+    if not a or not b:
+        return 0.0
+    matched = sum(block.size for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return matched / len(a)
+
+
+def _copied(ctx: StageContext, proposed: EnvironmentProposed) -> tuple[str | None, float]:
+    """The seed environment ``proposed`` is a code copy of (``memory.copy_threshold`` of its logic
+    lines), and the share. Seeds are shown complete in designer prompts, so small models copy
+    them with a new class name; the embedding alone lets such copies through. (Archived
+    environments are compared by embedding only: the simulation's template instances share
+    most of their lines by design.)"""
+    limit = ctx.cfg.memory.copy_threshold
+    if limit <= 0 or not ctx.seed_envs or proposed.designer.startswith("seed:"):
+        return None, 0.0
+    best: tuple[str | None, float] = (None, 0.0)
+    for i, seed in enumerate(ctx.seed_envs):
+        share = copied_share(proposed.code, seed.code)
+        if share > best[1]:
+            best = (seed_env_id(ctx.run_id, i), share)
+    return best if best[1] >= limit else (None, best[1])
+
+
+def _sandbox_reports(ctx: StageContext, jobs: list[tuple[str, int]]) -> list[Any]:
+    """Validator reports for ``(code, validation seed)`` jobs, run concurrently on the sandbox
+    pool's workers."""
+    if not jobs:
+        return []
     t0 = time.perf_counter()
     try:
-        report = ctx.validator.validate(proposed.code, seed=validation_seed(ctx.seed, proposed.env_id))
+        workers = max(1, min(len(jobs), ctx.cfg.sandbox.workers))
+        if workers == 1:
+            return [ctx.validator.validate(c, seed=sd) for c, sd in jobs]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as ex:
+            return list(ex.map(lambda job: ctx.validator.validate(job[0], seed=job[1]), jobs))
     finally:
         ctx.timings.sandbox += time.perf_counter() - t0
-    fields = bound_validated(dict(report.payload_fields()))
-    fields.setdefault("sandbox_layers", ctx.sandbox_layers)
-    fields["env_id"] = proposed.env_id
-    if not fields.get("valid"):
-        fields["accepted"] = False
-        return EnvironmentValidated(**fields)
-    vec = ctx.embed(novelty_text(proposed.code))
-    if vec is None or ctx.memory is None:
-        fields.update(accepted=True, novel=None)
-        return EnvironmentValidated(**fields)
-    novelty, nearest = ctx.memory.novelty(vec)
-    threshold = ctx.cfg.memory.novelty_threshold
-    novel = bool(novelty >= threshold)
-    fields.update(
-        novel=novel,
-        novelty=float(novelty),
-        novelty_threshold=threshold,
-        nearest_env_id=nearest,
-        embedding_model=ctx.embedding_model or None,
-        embedding_b64=ctx.encode_embedding(vec) if ctx.encode_embedding else None,
-        accepted=novel,
-    )
-    if not novel:
-        fields.update(error_kind="duplicate", failed_check="novelty")
-    return EnvironmentValidated(**fields)
 
 
 def validation_seed(seed: int, env_id: str) -> int:
@@ -369,7 +669,9 @@ def garbage_probe(ctx: StageContext, proposed: EnvironmentProposed) -> GarbagePr
     t0 = time.perf_counter()
     try:
         return run_garbage_probe(
-            lambda: ctx.pool.open_session(proposed.code, step_timeout_s=ctx.cfg.sandbox.step_timeout_s),
+            lambda: ctx.pool.open_session(
+                proposed.code, step_timeout_s=ctx.cfg.sandbox.step_timeout_s, max_turns=ctx.cfg.loop.turn_limit
+            ),
             seed=spec.seed, actions=actions,
         )
     finally:
@@ -379,9 +681,10 @@ def garbage_probe(ctx: StageContext, proposed: EnvironmentProposed) -> GarbagePr
 def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
     """The policy reads the environment's source and writes a privileged hint; the environment is
     also probed with garbage in a session like a play's (recorded in ``garbage_probe``)."""
-    req = PolicyRequest(
-        role="hinter",
-        messages=hint_messages(proposed.code),
+    ctx.activity(f"hinter: writing the hint of {proposed.env_id}")
+    req = ctx.request(
+        "hinter",
+        hint_messages(proposed.code),
         context={"env_id": proposed.env_id, "skill": proposed.skill, "code": proposed.code},
         seed=derive_seed(ctx.seed, env_key(proposed.env_id), "hint"),
     )
@@ -411,12 +714,15 @@ def play(
     timeout_errors, crash_errors = ctx.step_errors
 
     def open_session():
-        return ctx.pool.open_session(proposed.code, step_timeout_s=ctx.cfg.sandbox.step_timeout_s)
+        return ctx.pool.open_session(
+            proposed.code, step_timeout_s=ctx.cfg.sandbox.step_timeout_s, max_turns=ctx.cfg.loop.turn_limit
+        )
 
     def done(payload: RolloutCompleted, sandbox_s: float) -> None:
         ctx.timings.sandbox += sandbox_s
         on_done(payload)
 
+    ctx.activity(f"agent: playing {proposed.env_id} ({len(specs)} play(s))")
     return play_episodes(
         env_id=proposed.env_id,
         specs=list(specs),
@@ -431,6 +737,7 @@ def play(
         on_done=done,
         should_stop=should_stop,
         concurrency=max(1, ctx.cfg.sandbox.workers),
+        settings=ctx.settings("agent"),
     )
 
 

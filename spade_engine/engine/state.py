@@ -93,9 +93,17 @@ class EnvState:
         return bool(self.validated and self.validated.valid and self.validated.accepted)
 
     @property
+    def is_seed(self) -> bool:
+        """Recorded from the seed archive (``designer="seed:..."``), not written by the designer."""
+        return bool(self.proposed is not None and self.proposed.designer.startswith("seed:"))
+
+    @property
     def repairable(self) -> bool:
-        """Invalid by the validator (a duplicate is valid and is not repaired)."""
-        return bool(self.validated is not None and not self.validated.valid)
+        """Rejected: invalid by the validator, or valid but a near-copy of an archived environment
+        (duplicate); either goes back to the designer. Seeds are never repaired."""
+        if self.validated is None or self.is_seed:
+            return False
+        return not self.validated.valid or not self.validated.accepted
 
 
 @dataclass
@@ -198,11 +206,16 @@ class RunState:
         return self.last_is_stop and bool(self.stops) and self.stops[-1].reason in ("completed", "max_envs")
 
     def roots(self) -> list[EnvState]:
-        """First proposals (attempt 0), in env id order (= creation order)."""
+        """First proposals of the designer (attempt 0, seeds excluded), in env id order (= creation
+        order): the run's new environments, which ``loop.max_envs`` bounds."""
         return sorted(
-            (s for s in self.envs.values() if s.proposed is not None and s.proposed.attempt == 0),
+            (s for s in self.envs.values() if s.proposed is not None and s.proposed.attempt == 0 and not s.is_seed),
             key=lambda s: s.env_id,
         )
+
+    def seeds(self) -> list[EnvState]:
+        """The seed environments recorded in the run, in env id order."""
+        return sorted((s for s in self.envs.values() if s.is_seed), key=lambda s: s.env_id)
 
     def proposed(self) -> list[EnvState]:
         return sorted((s for s in self.envs.values() if s.proposed is not None), key=lambda s: s.env_id)
@@ -237,7 +250,7 @@ class RunState:
         novelty = [s.validated.novelty for s in validated if s.validated.novelty is not None]  # type: ignore[union-attr]
         by_skill: dict[str, dict[str, Any]] = defaultdict(lambda: {"envs": 0, "difficulty": [], "win": [], "regret": []})
         for s in props:
-            if s.proposed.attempt == 0:  # type: ignore[union-attr]
+            if s.proposed.attempt == 0 and not s.is_seed:  # type: ignore[union-attr]
                 by_skill[s.proposed.skill]["envs"] += 1  # type: ignore[union-attr]
         for s in est:
             b = by_skill[s.proposed.skill]  # type: ignore[union-attr]
@@ -259,7 +272,8 @@ class RunState:
             "starts": len(self.starts),
             "stopped": self.stops[-1].reason if self.last_is_stop and self.stops else None,
             "proposals": len(props),
-            "roots": sum(1 for s in props if s.proposed.attempt == 0),  # type: ignore[union-attr]
+            "seeds": sum(1 for s in props if s.is_seed),
+            "roots": sum(1 for s in props if s.proposed.attempt == 0 and not s.is_seed),  # type: ignore[union-attr]
             "repairs": sum(1 for s in props if s.proposed.attempt > 0),  # type: ignore[union-attr]
             "validated": len(validated),
             "valid": len(valid),
@@ -267,6 +281,7 @@ class RunState:
             "invalid_kinds": dict(kinds.most_common()),
             "accepted": len(accepted),
             "duplicates": sum(1 for s in valid if not s.accepted),
+            "truncated": sum(1 for s in validated if s.validated.error_kind == "truncated"),  # type: ignore[union-attr]
             "mean_novelty": mean(novelty) if novelty else None,
             "hints": sum(1 for s in props if s.hint is not None),
             "plays": sum(s.play_count for s in props),

@@ -2,10 +2,11 @@
 
 ``spade-engine worker ROLE`` runs one of:
 
-* ``designer``: records RunStarted, proposes new environments up to ``--max-envs`` while fewer
-  than ``--ahead`` environments are unfinished (so new proposals are steered by the regret
-  estimates already in), and proposes repairs of invalid candidates; records RunStopped when
-  every environment is finished. One designer per run.
+* ``designer``: records RunStarted and the seed archive's environments, proposes new environments
+  up to ``--max-envs`` while fewer than ``--ahead`` environments are unfinished (so new proposals
+  are steered by the regret estimates already in), and proposes repairs of rejected candidates,
+  in batches of ``loop.designer_batch``; records RunStopped when every environment is finished.
+  One designer per run.
 * ``validator`` (group ``<run>.validator``): EnvironmentProposed -> EnvironmentValidated, with
   novelty against a private memory projection it keeps up to date from the log.
 * ``rollout`` (group ``<run>.rollout``): accepted EnvironmentValidated -> HintWritten + the first
@@ -51,7 +52,16 @@ from ..events.log import EventLog, Record
 from . import stages
 from .level_replay import choose_replay
 from .loop import Engine
-from .pipeline import STAGES, load_latest_policy, new_env, next_stage, output_event_id, role_inputs, run_stage
+from .pipeline import (
+    STAGES,
+    design_batch,
+    load_latest_policy,
+    missing_seeds,
+    next_stage,
+    output_event_id,
+    role_inputs,
+    run_stage,
+)
 from .state import EnvState, RunState
 
 __all__ = [
@@ -346,28 +356,31 @@ class DesignerWorker:
         return [s for s in state.proposed() if next_stage(self.engine.cfg, s) is not None]
 
     def serve(self, *, poll_s: float = 0.2) -> str:
-        """Record RunStarted, propose until done (RunStopped) or stopped; return the reason."""
+        """Record RunStarted (and the seed archive's environments the run lacks), propose until
+        done (RunStopped) or stopped; return the reason. Proposals are batched: the repairs
+        waiting and new slots, up to ``loop.designer_batch``, in one generate call."""
         eng = self.engine
         eng.start_record()
+        for payload in missing_seeds(eng.ctx, eng.state):
+            self.emit(payload)
+            self.stats.inputs += 1
         max_envs = eng.cfg.loop.env_bound
+        batch = stages.designer_batch(eng.cfg, eng.ctx.policy)
         while not self.stop_event.is_set():
             eng.state.refresh(eng.log)
             load_latest_policy(eng.ctx.policy, eng.state, eng.blobs)
-            acted = False
-            for st in eng.state.proposed():
-                if next_stage(eng.cfg, st) == "repair":
-                    if self.feed is not None:
-                        self.feed.catch_up()
-                    run_stage(eng.ctx, eng.state, st, "repair", self.emit)
-                    self.say(f"{st.env_id}: repair proposed")
-                    acted = True
+            repairs = [st for st in eng.state.proposed() if next_stage(eng.cfg, st) == "repair"][:batch]
             unfinished = self._unfinished(eng.state)
             n = len(eng.state.roots())
             if max_envs is not None and n >= max_envs and not unfinished:
                 eng._append(RunStopped(reason="max_envs", counts=eng.counts()))
                 self.say(f"run complete: {n} environments")
                 return "max_envs"
-            if (max_envs is None or n < max_envs) and len(unfinished) < self.ahead:
+            room = batch - len(repairs)
+            if max_envs is not None:
+                room = min(room, max_envs - n)
+            room = max(0, min(room, self.ahead - (len(unfinished) - len(repairs))))
+            if room > 0 and not repairs:  # a level replay takes a new slot, as in the local loop
                 eng.state.refresh(eng.log)  # the replay choice's basis: everything recorded so far
                 choice = choose_replay(eng.cfg, eng.state, policy_version=eng.ctx.policy.version)
                 if choice is not None:
@@ -375,13 +388,14 @@ class DesignerWorker:
                     self.stats.inputs += 1
                     self.say(f"{choice.env_id}: level replay, round {choice.round} (slot {choice.slot})")
                     continue
-                if self.feed is not None:
-                    self.feed.catch_up()
-                payload = new_env(eng.ctx, eng.state, n)
-                self.emit(payload)
-                self.stats.inputs += 1
-                self.say(f"{payload.env_id}: proposed ({payload.skill}, difficulty {payload.difficulty})")  # type: ignore[attr-defined]
-                acted = True
-            if not acted:
+            if not repairs and room == 0:
                 self.stop_event.wait(poll_s)
+                continue
+            if self.feed is not None:
+                self.feed.catch_up()
+            for payload, cause in design_batch(eng.ctx, eng.state, repairs=repairs, new_indices=list(range(n, n + room))):
+                self.emit(payload, cause)
+                self.stats.inputs += 1
+                what = f"repair of {payload.repair_of}" if payload.repair_of else f"{payload.skill}, difficulty {payload.difficulty}"
+                self.say(f"{payload.env_id}: proposed ({what})")
         return "interrupted"

@@ -255,7 +255,8 @@ def _archive(
         code = item.code
 
         def open_session(code: str = code) -> Any:
-            return pool.open_session(code, step_timeout_s=step_timeout_s)
+            # the environment's own max_turns capped at the turn limit, as in the run that made it
+            return pool.open_session(code, step_timeout_s=step_timeout_s, max_turns=task.turn_limit)
 
         seeds = play_seeds(item.seed, settings.k)
         result.seeds = (result.seeds or []) + seeds

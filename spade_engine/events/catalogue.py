@@ -44,6 +44,7 @@ __all__ = [
     "RunStopped",
     "EvaluationCompleted",
     "EVENT_TYPES",
+    "END_REASONS",
     "UPCASTERS",
     "V1_VALIDATION_SEEDS",
     "V1_PROBE_ACTIONS",
@@ -240,21 +241,32 @@ class HintWritten(EventPayload, frozen=True, kw_only=True):
     garbage_probe: GarbageProbe | None = None
 
 
+#: why a play ended (``RolloutCompleted.end_reason``): the environment terminated or truncated
+#: itself; the runner's turn budget ran out; the agent's reply was cut by its token limit (the
+#: episode ends with reward 0, as in the SPADE release); the conversation no longer fits the
+#: model's context window; a step timed out; the sandbox crashed; another error
+END_REASONS = (
+    "terminated", "truncated", "turn_limit", "agent_length", "context", "step_timeout", "sandbox_crash", "error",
+)
+
+
 class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     """One play of an environment, with everything the trainer needs.
 
     ``episode_reward`` (:func:`spade_engine.engine.regret.episode_reward`): the last step's reward clipped to [-1, 1] if the episode
     terminated, else 0. ``turns`` hold observations, actions, per-turn rewards and each turn's
-    :class:`Generation` (token ids and behaviour log-probs). ``step_timeout`` marks a step() that
-    hit the sandbox's wall-clock limit; ``error`` says why a play ended abnormally.
+    :class:`Generation` (token ids, behaviour log-probs, finish reason). ``step_timeout`` marks a
+    step() that hit the sandbox's wall-clock limit; ``error`` says why a play ended abnormally.
 
     v2: ``round`` is 0 for an environment's first plays, r for its r-th repeated round
     (``loop.rounds``) or a level-replay round (:class:`EnvironmentReplayed`); ``index`` counts
     plays within a round. v1 events are upcast with ``round = 0``.
+    v3: ``end_reason`` (one of :data:`END_REASONS`) says why the play ended at all; v2 events are
+    upcast with a reason read from what they recorded.
     """
 
     TYPE: ClassVar[str] = "RolloutCompleted"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     play_id: str
@@ -270,6 +282,7 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     seconds: float = 0.0
     index: int = 0
     round: int = 0
+    end_reason: str = ""
 
 
 class RegretEstimated(EventPayload, frozen=True, kw_only=True):
@@ -541,6 +554,25 @@ def _regret_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     payload.setdefault("replay", False)
     payload.setdefault("trivial", False)  # v1 ran no garbage probe
     payload.setdefault("garbage_reward", None)
+    return payload
+
+
+@register_upcaster("RolloutCompleted", 2)
+def _rollout_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
+    """v2 -> v3: ``end_reason`` from what v2 recorded (a play cut by the runner's turn limit was
+    recorded as truncated, so it reads as ``truncated``)."""
+    error = payload.get("error") or ""
+    if payload.get("terminated"):
+        reason = "terminated"
+    elif payload.get("step_timeout"):
+        reason = "step_timeout"
+    elif error.startswith("sandbox crash"):
+        reason = "sandbox_crash"
+    elif error:
+        reason = "error"
+    else:
+        reason = "truncated"
+    payload["end_reason"] = reason
     return payload
 
 

@@ -6,6 +6,8 @@ once per token, which dominates a step at large batch. :func:`gqa_attention` is 
 attention implementation ``"spade_gqa"``: for a single query position it computes the same
 attention with the query heads grouped over their shared KV head (two batched matmuls on the
 cache as stored); for longer queries (prefill, training) it defers to the SDPA implementation.
+A mask shorter than the cache (the sampler's, uncompiled) restricts both paths to the first
+``mask.shape[-1]`` cache positions, so attention costs what the filled part of the cache needs.
 :class:`~.decoding.BatchSampler` switches a model to it for the duration of sampling.
 """
 
@@ -35,6 +37,10 @@ def gqa_attention(
     """query (B, Hq, q, D), key/value (B, Hkv, L, D), mask (B, 1, q, L) bool or additive."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    if attention_mask is not None and attention_mask.shape[-1] < key.shape[-2]:
+        # the sampler passes a mask over the filled part of a static cache only: attend to that
+        n = attention_mask.shape[-1]
+        key, value = key[:, :, :n], value[:, :, :n]
     B, Hq, q_len, D = query.shape
     Hkv = key.shape[1]
     if q_len != 1 or Hq % Hkv != 0 or (dropout and module.training):

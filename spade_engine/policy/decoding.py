@@ -4,7 +4,7 @@
 ``bench/gpu.py``). It owns one idea: turn a batch of left-padded prompts into completions plus
 the log-probability, under the distribution actually sampled from, of each sampled token.
 
-How it is fast (on GPU):
+How it is fast:
 
 * **static KV cache** (``transformers.StaticCache``, reused between calls of the same shape, so
   tensors keep their addresses) and fixed-shape decode steps: the cache length is rounded up to a
@@ -14,24 +14,41 @@ How it is fast (on GPU):
   on GPU); prefill runs eagerly once with SDPA;
 * decode attention groups query heads over their shared KV head instead of copying the cache
   per step (:mod:`.attention`, implementation ``spade_gqa``, on by default for SDPA models);
-* sampling is the exponential race (``argmax(log p - log E)``, ``E ~ Exp(1)``), which is exact,
-  needs no sort and no ``multinomial``; top-p filtering sorts only when ``top_p < 1``;
+* without compilation (CPU), attention reads only the filled part of the cache: prefill attends
+  to the prompt, step ``t`` to the first ``P + t + 1`` positions rounded up to a bucket, never to
+  the whole cache sized for the longest possible completion (a 16k-token designer limit would
+  otherwise make every step and the prefill attend over 16k empty slots);
+* sampling inverts the cumulative distribution at one uniform per row (exact; one random number
+  per row, not per vocabulary entry); top-p looks at a partial selection of the most likely
+  tokens on the CPU and sorts the vocabulary only when they do not reach ``top_p``;
 * finished rows keep decoding pad tokens (no shape change) and the loop stops early when all rows
-  are done (checked every ``check_every`` steps, the only host sync in the loop).
+  are done (checked every ``check_every`` steps, the only host sync in the loop; stop strings and
+  progress reports ride on the same sync).
+
+Per-row randomness: with ``row_seeds`` the uniform of row ``i`` at step ``t`` is a counter-based
+hash of ``(row_seeds[i], t)``, so a row's completion depends on its own seed only, not on which
+other prompts share its batch or on the device's random state. Integer hashing is exact, so the
+uniforms are the same on CPU and GPU.
 
 Log-probs: with temperature ``T > 0`` the recorded log-prob is ``log_softmax(logits / T)`` of
 the sampled token (after top-p renormalisation when ``top_p < 1``); with ``T == 0`` (greedy) it
 is ``log_softmax(logits)``. The trainer scores tokens with the same temperature.
+
+Finish reasons: ``stop`` (an EOS token, kept as the completion's last token), ``length`` (the
+row's token limit), ``stop_string`` (``stop_check`` said the row's text contains a stop string;
+the caller trims the text and tokens, see :func:`trim_at_stop`).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
 
-__all__ = ["Completion", "BatchSampler", "sample_tokens"]
+__all__ = ["Completion", "BatchSampler", "sample_tokens", "hash_uniform", "trim_at_stop", "StepReport", "TOP_P_CANDIDATES"]
 
 
 @dataclass(frozen=True)
@@ -40,33 +57,120 @@ class Completion:
 
     token_ids: list[int]
     logprobs: list[float]
-    finish_reason: str  # "stop" (an EOS token) or "length"
+    finish_reason: str  # "stop" (an EOS token), "length" or "stop_string"
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """Progress of one :meth:`BatchSampler.sample` call, reported every ``check_every`` steps."""
+
+    step: int
+    max_steps: int
+    rows: int
+    finished: int
+    tokens: int
+    prompt_tokens: int
+    prefill_s: float
+    elapsed_s: float
+
+
+_M1 = -4658895280553007687  # 0xBF58476D1CE4E5B9 as int64
+_M2 = -7723592293110705685  # 0x94D049BB133111EB as int64
+_GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64
+_STEP = 0x2545F4914F6CDD1D
+
+
+def _shr(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
+    return (x >> k) & ((1 << (64 - k)) - 1)
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finaliser on int64 (wrapping arithmetic)."""
+    x = (x ^ _shr(x, 30)) * _M1
+    x = (x ^ _shr(x, 27)) * _M2
+    return x ^ _shr(x, 31)
+
+
+def hash_uniform(row_keys: torch.Tensor) -> torch.Tensor:
+    """One uniform in (0, 1) per row (float64, 53 bits) from per-row int64 keys: a pure function
+    of the key, identical on every device."""
+    x = _mix(row_keys * _GOLDEN + 1)
+    return (_shr(x, 11).to(torch.float64) + 0.5) * (1.0 / (1 << 53))
+
+
+#: candidates examined for top-p on the CPU before falling back to a full sort
+TOP_P_CANDIDATES = 256
 
 
 def sample_tokens(
-    logits: torch.Tensor, temperature: float, top_p: float = 1.0, generator: torch.Generator | None = None
+    logits: torch.Tensor,
+    temperature: float,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    *,
+    uniform: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row of ``logits`` (B, V); return ``(tokens, logprobs)`` (B,), (B,).
 
     The log-prob is that of the distribution sampled from (temperature-scaled, top-p truncated).
+    Sampling inverts the cumulative distribution at one uniform per row (``uniform``, see
+    :func:`hash_uniform`; otherwise drawn from ``generator``): one uniform per row, not one
+    random number per vocabulary entry. Top-p keeps the most likely tokens whose preceding mass is
+    below ``top_p``; on the CPU it looks at the ``TOP_P_CANDIDATES`` most likely tokens (a partial
+    selection, no sort of the vocabulary) and sorts everything only when they do not reach
+    ``top_p``, which gives the same nucleus.
     """
     logits = logits.float()
     if temperature <= 0:
-        logp = torch.log_softmax(logits, dim=-1)
         tok = logits.argmax(dim=-1)
+        return tok, torch.log_softmax(logits, dim=-1).gather(-1, tok[:, None])[:, 0]
+    B, V = logits.shape
+    logp = torch.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
+    if uniform is None:
+        uniform = torch.rand(B, generator=generator, device=logits.device, dtype=torch.float64)
+    u = uniform.to(device=logits.device, dtype=torch.float64)[:, None]
+    if top_p >= 1.0:
+        cdf = logp.double().exp().cumsum(-1)
+        tok = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=V - 1)[:, 0]
         return tok, logp.gather(-1, tok[:, None])[:, 0]
-    scaled = logits / temperature
-    if top_p < 1.0:
-        sorted_logits, idx = scaled.sort(dim=-1, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # drop tokens whose preceding mass already reaches top_p (always keep the first)
-        drop = (probs.cumsum(-1) - probs) >= top_p
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, idx, sorted_logits)
-    logp = torch.log_softmax(scaled, dim=-1)
-    noise = torch.empty_like(logp).exponential_(generator=generator)
-    tok = (logp - noise.log()).argmax(dim=-1)
-    return tok, logp.gather(-1, tok[:, None])[:, 0]
+    cand_lp = cand_idx = None
+    if logits.device.type == "cpu" and V > TOP_P_CANDIDATES:
+        top_lp, top_idx = logp.topk(TOP_P_CANDIDATES, dim=-1)  # sorted, most likely first
+        if bool((top_lp.exp().sum(-1) >= top_p).all()):
+            cand_lp, cand_idx = top_lp, top_idx
+    if cand_lp is None:
+        cand_lp, cand_idx = logp.sort(dim=-1, descending=True)
+    probs = cand_lp.exp()
+    # keep tokens whose preceding mass is below top_p (always the first)
+    kept = probs * (((probs.cumsum(-1) - probs) < top_p).to(probs.dtype))
+    cdf = kept.double().cumsum(-1)
+    mass = cdf[:, -1:]
+    pick = torch.searchsorted(cdf, u * mass).clamp(max=cand_lp.shape[-1] - 1)
+    tok = cand_idx.gather(-1, pick)[:, 0]
+    lp = cand_lp.gather(-1, pick)[:, 0] - mass[:, 0].log().to(cand_lp.dtype)
+    return tok, lp
+
+
+def trim_at_stop(token_ids: Sequence[int], decode: Callable[[list[int]], str], stops: Sequence[str]) -> tuple[int, str] | None:
+    """Where a completion ends at its first stop string: ``(n_tokens, text)`` with the first
+    ``n_tokens`` tokens (the one completing the stop string included) and the text before the
+    stop string; ``None`` when no stop string occurs."""
+    ids = list(token_ids)
+    full = decode(ids)
+    hits = [(full.find(s), s) for s in stops if s and s in full]
+    if not hits:
+        return None
+    pos, stop = min(hits)
+    end = pos + len(stop)
+    lo, hi = 1, len(ids)
+    while lo < hi:  # the shortest prefix whose text reaches the end of the stop string
+        mid = (lo + hi) // 2
+        if len(decode(ids[:mid])) >= end and stop in decode(ids[:mid])[pos:]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, full[:pos]
 
 
 class BatchSampler:
@@ -79,7 +183,8 @@ class BatchSampler:
         static_cache: use a reused ``StaticCache`` (fixed shapes) instead of a dynamic cache.
         compile: compile the decode step with ``torch.compile`` (``compile_mode``, default
             ``reduce-overhead``: CUDA graphs on GPU). Needs ``static_cache``.
-        bucket: cache lengths are rounded up to a multiple of this (fewer shapes to compile).
+        bucket: cache lengths (and, uncompiled, attended lengths) are rounded up to a multiple of
+            this (fewer shapes).
     """
 
     def __init__(
@@ -94,6 +199,8 @@ class BatchSampler:
         bucket: int = 64,
         check_every: int = 8,
         gqa_decode: bool = True,
+        prefix_cache: Any = None,
+        prefill_chunk: int = 1024,
     ):
         self.model = model
         self.pad_id = int(pad_id)
@@ -104,6 +211,10 @@ class BatchSampler:
         self.bucket = max(1, bucket)
         self.check_every = max(1, check_every)
         self.gqa_decode = gqa_decode
+        #: a :class:`~.prefix_cache.PrefixCache` (or None): prompts reuse the keys/values of
+        #: earlier prompts and completions they start with
+        self.prefix_cache = prefix_cache
+        self.prefill_chunk = max(16, prefill_chunk)
         self._cache: Any = None
         self._cache_key: tuple | None = None
         self._compiled: Any = None
@@ -119,6 +230,8 @@ class BatchSampler:
         self._cache = None
         self._cache_key = None
         self._compiled = None
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
 
     def _get_cache(self, batch: int, length: int) -> Any:
         from transformers import StaticCache
@@ -126,6 +239,7 @@ class BatchSampler:
         dtype = next(self.model.parameters()).dtype
         key = (batch, length, dtype, self.device)
         if self._cache is None or self._cache_key != key:
+            self._cache = None  # free the old cache before allocating the new one
             self._cache = StaticCache(config=self.model.config, max_cache_len=length)
             self._cache_key = key
         else:
@@ -152,20 +266,36 @@ class BatchSampler:
         self,
         prompts: Sequence[Sequence[int]],
         *,
-        max_new_tokens: int,
+        max_new_tokens: int | Sequence[int],
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator: torch.Generator | None = None,
+        row_seeds: Sequence[int] | None = None,
+        stop_check: Callable[[int, list[int]], bool] | None = None,
+        stop_window: int = 0,
+        on_progress: Callable[[StepReport], None] | None = None,
     ) -> list[Completion]:
-        """One completion per prompt (prompts are token-id lists; they are left-padded here)."""
+        """One completion per prompt (prompts are token-id lists; they are left-padded here).
+
+        ``max_new_tokens`` is one limit or one per row. ``row_seeds`` makes each row's noise a
+        function of its own seed (see the module docstring); otherwise ``generator`` is used.
+        ``stop_check(row, tail)`` is asked every ``check_every`` steps with the row's last
+        ``stop_window + check_every`` new tokens and returns whether the row hit a stop string.
+        ``on_progress`` receives a :class:`StepReport` at the same points.
+        """
         config = self.model.config
         previous = getattr(config, "_attn_implementation", None)
-        if self.gqa_decode and previous == "sdpa":
+        gqa = self.gqa_decode and previous == "sdpa"
+        if gqa:
             from .attention import register
 
             config._attn_implementation = register()
         try:
-            return self._sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, generator=generator)
+            return self._sample(
+                prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, generator=generator,
+                row_seeds=row_seeds, stop_check=stop_check, stop_window=stop_window, on_progress=on_progress,
+                slice_kv=gqa and self.static_cache and not self.compile,
+            )
         finally:
             if config._attn_implementation != previous:
                 config._attn_implementation = previous
@@ -175,19 +305,28 @@ class BatchSampler:
         self,
         prompts: Sequence[Sequence[int]],
         *,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        generator: torch.Generator | None = None,
+        max_new_tokens: int | Sequence[int],
+        temperature: float,
+        top_p: float,
+        generator: torch.Generator | None,
+        row_seeds: Sequence[int] | None,
+        stop_check: Callable[[int, list[int]], bool] | None,
+        stop_window: int,
+        on_progress: Callable[[StepReport], None] | None,
+        slice_kv: bool,
     ) -> list[Completion]:
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("empty prompt: every prompt needs at least one token")
+        t_start = time.perf_counter()
         device = self.device
         B = len(prompts)
         P = max(len(p) for p in prompts)
-        n_new = int(max_new_tokens)
+        limits = [int(max_new_tokens)] * B if isinstance(max_new_tokens, int) else [int(n) for n in max_new_tokens]
+        if len(limits) != B or min(limits) < 1:
+            raise ValueError("max_new_tokens: one positive limit, or one per prompt")
+        n_new = max(limits)
         L = -(-(P + n_new) // self.bucket) * self.bucket
         ids = torch.full((B, P), self.pad_id, dtype=torch.long)
         keep = torch.zeros((B, L), dtype=torch.bool)
@@ -197,60 +336,235 @@ class BatchSampler:
         ids, keep = ids.to(device), keep.to(device)
         pos = (keep[:, :P].long().cumsum(-1) - 1).clamp(min=0)
         last_pos = pos[:, -1]
-
         ar = torch.arange(L, device=device)
-        q = torch.arange(P, device=device)
-        causal = ar[None, :] <= q[:, None]  # (P, L)
-        prefill_mask = (causal[None] & keep[:, None, :]) | (ar[None, :] == q[:, None])[None]
+
         if self.static_cache:
+            # each prompt is prefilled on its own (reusing cached prefixes), then its keys and
+            # values are copied into its slots of the batch's static cache
             cache = self._get_cache(B, L)
-            mask4 = prefill_mask[:, None]
+            rows_kv: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
+            last_logits = []
+            for p in prompts:
+                k, v, lg = self._prefill_row(list(p))
+                rows_kv.append((k, v))
+                last_logits.append(lg)
+            self._fill_static(cache, rows_kv, [len(p) for p in prompts], P)
+            del rows_kv
+            logits = torch.cat(last_logits, dim=0)
         else:
             from transformers import DynamicCache
 
+            q = torch.arange(P, device=device)
+            causal = ar[None, :P] <= q[:, None]
+            prefill_mask = (causal[None] & keep[:, None, :P]) | (ar[None, :P] == q[:, None])[None]
             cache = DynamicCache(config=self.model.config)
-            mask4 = prefill_mask[:, None, :, :P]
-        out = self.model(
-            input_ids=ids, position_ids=pos, attention_mask=mask4, past_key_values=cache, use_cache=True, logits_to_keep=1
-        )
-        logits = out.logits[:, -1, :]
-        del out
+            out = self.model(
+                input_ids=ids, position_ids=pos, attention_mask=prefill_mask[:, None], past_key_values=cache, use_cache=True,
+                logits_to_keep=1,
+            )
+            logits = out.logits[:, -1, :]
+            del out, prefill_mask
+        prefill_s = time.perf_counter() - t_start
 
+        V = logits.shape[-1]
+        keys = None
+        if row_seeds is not None and temperature > 0:
+            if len(row_seeds) != B:
+                raise ValueError("row_seeds: one seed per prompt")
+            keys = torch.tensor([int(s) & 0x7FFFFFFFFFFFFFFF for s in row_seeds], dtype=torch.long, device=device)
+            keys = _mix(keys)
+        # outputs and bookkeeping per original row; ``rows`` maps the active batch to them
         toks = torch.full((B, n_new), self.pad_id, dtype=torch.long, device=device)
         lps = torch.zeros((B, n_new), dtype=torch.float32, device=device)
         done = torch.zeros(B, dtype=torch.bool, device=device)
+        hit_eos = torch.zeros(B, dtype=torch.bool, device=device)
+        limit_t = torch.tensor(limits, dtype=torch.long, device=device)
         n_out = torch.zeros(B, dtype=torch.long, device=device)
         eos = torch.tensor(self.eos_ids or [-1], dtype=torch.long, device=device)
+        rows = torch.arange(B, device=device)
+        compact = self.static_cache and not self.compile  # drop finished rows from the batch
+        storing = self.static_cache and self.prefix_cache is not None and self.prefix_cache.max_tokens > 0
+        stopped: set[int] = set()
         step = self._step_fn()
         steps = 0
         for t in range(n_new):
-            tok, lp = sample_tokens(logits, temperature, top_p, generator)
-            tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
-            toks[:, t] = tok
-            lps[:, t] = lp
-            n_out += (~done).long()
-            done = done | torch.isin(tok, eos)
+            uniform = None
+            if keys is not None:
+                uniform = hash_uniform(keys)
+                keys = keys + _STEP  # the next step's keys (wrapping int64)
+            tok, lp = sample_tokens(logits, temperature, top_p, generator, uniform=uniform)
+            live = ~done[rows]
+            tok = torch.where(live, tok, torch.full_like(tok, self.pad_id))
+            toks[rows, t] = tok
+            lps[rows, t] = lp
+            n_out[rows] += live.long()
+            is_eos = torch.isin(tok, eos) & live
+            hit_eos[rows] |= is_eos
+            done[rows] |= is_eos | (n_out[rows] >= limit_t[rows])
             steps = t + 1
             if t == n_new - 1:
                 break
-            if (t + 1) % self.check_every == 0 and bool(done.all()):
-                break
+            if (t + 1) % self.check_every == 0:
+                if stop_check is not None:
+                    done = self._check_stops(toks, n_out, done, t + 1, stop_check, stop_window, stopped)
+                if on_progress is not None:
+                    self._report(on_progress, t + 1, n_new, done, n_out, prompts, prefill_s, t_start)
+                if bool(done.all()):
+                    break
+                if compact:
+                    alive = ~done[rows]
+                    if not bool(alive.all()):
+                        if storing:
+                            self._store_rows(cache, rows, ~alive, prompts, toks, n_out, P)
+                        keep_idx = alive.nonzero()[:, 0]
+                        rows, tok, keep, last_pos = rows[keep_idx], tok[keep_idx], keep[keep_idx], last_pos[keep_idx]
+                        if keys is not None:
+                            keys = keys[keep_idx]
+                        for layer in cache.layers:
+                            layer.keys = layer.keys.index_select(0, keep_idx)
+                            layer.values = layer.values.index_select(0, keep_idx)
+                        self._cache = None  # its batch changed: never reuse it for another call
             cur_pos = (last_pos + 1 + t)[:, None]
             if self.static_cache:
                 if self.compile:
                     torch.compiler.cudagraph_mark_step_begin()
-                cur = torch.tensor(P + t, device=device)
-                logits = step(tok[:, None], cur_pos, cur, keep, cache)
+                    cur = torch.tensor(P + t, device=device)
+                    logits = step(tok[:, None], cur_pos, cur, keep, cache)
+                else:
+                    width = min(L, -(-(P + t + 1) // self.bucket) * self.bucket) if slice_kv else L
+                    mask = (keep[:, :width] & (ar[:width] <= P + t))[:, None, None, :]
+                    logits = self.model(
+                        input_ids=tok[:, None], position_ids=cur_pos, attention_mask=mask, past_key_values=cache, use_cache=True
+                    ).logits[:, -1, :]
             else:
                 mask = keep[:, None, None, : P + t + 1]
                 logits = self.model(
                     input_ids=tok[:, None], position_ids=cur_pos, attention_mask=mask, past_key_values=cache, use_cache=True
                 ).logits[:, -1, :]
+        if on_progress is not None:
+            self._report(on_progress, steps, n_new, done, n_out, prompts, prefill_s, t_start)
+        if storing:
+            self._store_rows(cache, rows, torch.ones(len(rows), dtype=torch.bool, device=device), prompts, toks, n_out, P)
         toks_l = toks[:, :steps].tolist()
         lps_l = lps[:, :steps].tolist()
         n_l = n_out.tolist()
-        done_l = done.tolist()
-        return [
-            Completion(token_ids=toks_l[i][: n_l[i]], logprobs=lps_l[i][: n_l[i]], finish_reason="stop" if done_l[i] else "length")
-            for i in range(B)
-        ]
+        eos_l = hit_eos.tolist()
+        out_rows = []
+        for i in range(B):
+            reason = "stop" if eos_l[i] else ("stop_string" if i in stopped else "length")
+            out_rows.append(Completion(token_ids=toks_l[i][: n_l[i]], logprobs=lps_l[i][: n_l[i]], finish_reason=reason))
+        return out_rows
+
+    def _store_rows(
+        self, cache: Any, rows: torch.Tensor, which: torch.Tensor, prompts: Sequence[Sequence[int]], toks: torch.Tensor,
+        n_out: torch.Tensor, P: int,
+    ) -> None:
+        """Cache prompt + the completion tokens fed back (all but the last) of the active rows
+        selected by ``which``: the next turn's or the repair's prompt starts with them."""
+        assert self.prefix_cache is not None
+        for pos in which.nonzero()[:, 0].tolist():
+            i = int(rows[pos])
+            n = int(n_out[i])
+            p = prompts[i]
+            a, b = P - len(p), P + n - 1
+            self.prefix_cache.store(
+                list(p) + toks[i, : n - 1].tolist(),
+                [layer.keys[pos, :, a:b].clone() for layer in cache.layers],
+                [layer.values[pos, :, a:b].clone() for layer in cache.layers],
+            )
+
+    def _prefill_row(self, prompt: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+        """Keys and values ``(heads, n, dim)`` per layer of one prompt (positions from 0), and the
+        logits ``(1, V)`` after its last token. The longest cached prefix is reused; the rest is
+        computed in chunks of ``prefill_chunk`` tokens; the prompt is then cached."""
+        from transformers import DynamicCache
+
+        device = self.device
+        entry, c = self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else (None, 0)
+        dc = DynamicCache(config=self.model.config)
+        if entry is not None:
+            for layer_idx, (k, v) in enumerate(zip(entry.keys, entry.values)):
+                dc.update(k[None, :, :c], v[None, :, :c], layer_idx)
+        n = len(prompt)
+        logits = None
+        start = c
+        while start < n:
+            end = min(n, start + self.prefill_chunk)
+            q_ids = torch.tensor([prompt[start:end]], dtype=torch.long, device=device)
+            q_pos = torch.arange(start, end, device=device)[None]
+            mask = (torch.arange(end, device=device)[None, :] <= q_pos[0][:, None])[None, None]  # (1, 1, q, end)
+            out = self.model(
+                input_ids=q_ids, position_ids=q_pos, attention_mask=mask, past_key_values=dc, use_cache=True, logits_to_keep=1
+            )
+            logits = out.logits[:, -1, :]
+            del out
+            start = end
+        keys = [layer.keys[0] for layer in dc.layers]
+        values = [layer.values[0] for layer in dc.layers]
+        if self.prefix_cache is not None:
+            self.prefix_cache.store(prompt, keys, values)
+        assert logits is not None
+        return keys, values, logits
+
+    def _fill_static(self, cache: Any, rows_kv: list[tuple[list[torch.Tensor], list[torch.Tensor]]], lengths: list[int], P: int) -> None:
+        """Copy each row's prompt keys/values into its (left-padded) slots of the static cache and
+        set the cache's fill level to ``P``."""
+        B = len(rows_kv)
+        for layer_idx, layer in enumerate(cache.layers):
+            k0, v0 = rows_kv[0][0][layer_idx], rows_kv[0][1][layer_idx]
+            if not getattr(layer, "is_initialized", False):
+                layer.lazy_initialization(
+                    k0.new_zeros((B, k0.shape[0], 1, k0.shape[-1])), v0.new_zeros((B, v0.shape[0], 1, v0.shape[-1]))
+                )
+            for i, (ks, vs) in enumerate(rows_kv):
+                a = P - lengths[i]
+                layer.keys[i, :, a:P] = ks[layer_idx]
+                layer.values[i, :, a:P] = vs[layer_idx]
+            layer.cumulative_length.fill_(P)
+
+    def _check_stops(
+        self,
+        toks: torch.Tensor,
+        n_out: torch.Tensor,
+        done: torch.Tensor,
+        upto: int,
+        stop_check: Callable[[int, list[int]], bool],
+        stop_window: int,
+        stopped: set[int],
+    ) -> torch.Tensor:
+        """Mark rows whose recent tokens contain a stop string as done (host side, live rows only)."""
+        lo = max(0, upto - self.check_every - max(0, stop_window))
+        tail = toks[:, lo:upto].tolist()
+        counts = n_out.tolist()
+        live = (~done).tolist()
+        newly = []
+        for i, row in enumerate(tail):
+            if not live[i] or i in stopped:
+                continue
+            n = counts[i] - lo
+            if n > 0 and stop_check(i, row[:n]):
+                stopped.add(i)
+                newly.append(i)
+        if not newly:
+            return done
+        done = done.clone()
+        done[newly] = True
+        return done
+
+    def _report(
+        self,
+        on_progress: Callable[[StepReport], None],
+        step: int,
+        n_new: int,
+        done: torch.Tensor,
+        n_out: torch.Tensor,
+        prompts: Sequence[Sequence[int]],
+        prefill_s: float,
+        t_start: float,
+    ) -> None:
+        on_progress(
+            StepReport(
+                step=step, max_steps=n_new, rows=len(prompts), finished=int(done.sum()), tokens=int(n_out.sum()),
+                prompt_tokens=sum(len(p) for p in prompts), prefill_s=prefill_s, elapsed_s=time.perf_counter() - t_start,
+            )
+        )

@@ -4,7 +4,15 @@ A policy plays three roles (``designer``, ``hinter``, ``agent``) from chat messa
 use only ``messages``; the procedural backend (a labelled simulation for offline runs and tests)
 may also read the structured ``context`` the engine attaches (skill, difficulty, document...).
 Every sample carries the token ids and behaviour log-probs the trainer needs (empty lists for
-backends without tokens).
+backends without tokens), and why it ended (:data:`FINISH_REASONS`).
+
+Generation settings travel with each request (``max_new_tokens``, ``temperature``, ``top_p``,
+``stop``, ``enable_thinking``): the stages fill them from the role's section of
+``[policy.generation]``; ``None`` leaves the backend's own default.
+
+Two optional attributes a backend may have: ``context_window`` (prompt + completion tokens at
+most; the designer's document budget is fitted to it) and ``on_progress`` (a callable the run
+sets to receive :class:`GenerationProgress` during long calls).
 """
 
 from __future__ import annotations
@@ -15,9 +23,14 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..events.catalogue import Generation
 
-__all__ = ["Role", "PolicyRequest", "Sample", "Policy"]
+__all__ = ["Role", "PolicyRequest", "Sample", "Policy", "FINISH_REASONS", "GenerationProgress"]
 
 Role = Literal["designer", "hinter", "agent"]
+
+#: why a completion ended: ``stop`` (an end-of-sequence token), ``length`` (``max_new_tokens``
+#: reached), ``stop_string`` (one of the request's ``stop`` strings, cut from the text),
+#: ``context`` (the model's context window is full: the prompt left no room, or it cut the reply)
+FINISH_REASONS = ("stop", "length", "stop_string", "context")
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,9 @@ class PolicyRequest:
     seed: int | None = None
     max_new_tokens: int | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    enable_thinking: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,41 @@ class Sample:
             logprobs=list(self.logprobs),
             finish_reason=self.finish_reason,
         )
+
+
+@dataclass(frozen=True)
+class GenerationProgress:
+    """What a backend is doing during one batched call (for live progress displays).
+
+    ``step`` of at most ``max_steps`` decoding steps; ``rows`` completions in the batch of which
+    ``finished`` are done; ``tokens`` new tokens so far over every row; ``prompt_tokens`` the
+    batch's prompt tokens; ``elapsed_s`` since the call started, ``prefill_s`` of it spent on the
+    prompts; ``roles`` the requests' roles."""
+
+    roles: tuple[str, ...]
+    rows: int
+    finished: int
+    step: int
+    max_steps: int
+    tokens: int
+    prompt_tokens: int
+    elapsed_s: float
+    prefill_s: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """New tokens per second of decoding (all rows together, prefill excluded)."""
+        decode = self.elapsed_s - self.prefill_s
+        return self.tokens / decode if decode > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds until the longest row can reach its token limit at the current pace (an upper
+        bound: rows usually stop earlier)."""
+        decode = self.elapsed_s - self.prefill_s
+        if self.step <= 0 or decode <= 0:
+            return None
+        return (self.max_steps - self.step) * decode / self.step
 
 
 @runtime_checkable

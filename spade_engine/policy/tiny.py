@@ -67,7 +67,7 @@ def build_tiny_model(
     heads: int = 4,
     kv_heads: int = 2,
     intermediate: int | None = None,
-    max_positions: int = 4096,
+    max_positions: int = 32768,
     dtype: Any = None,
 ) -> tuple[Any, Any]:
     """A seeded random Qwen2 causal LM and the byte-level tokenizer.

@@ -8,8 +8,12 @@
 * renders chat messages with the tokenizer's chat template when it has one, else a simple
   ``<|role|>\\ncontent\\n`` fallback ending with ``<|assistant|>\\n``;
 * generates in left-padded batches through :class:`~.decoding.BatchSampler` (static KV cache,
-  optional ``torch.compile``), returning prompt ids, completion ids and the behaviour log-prob
-  of each sampled token under the (temperature-scaled) sampling distribution;
+  optional ``torch.compile``, a :class:`~.prefix_cache.PrefixCache` so a prompt that starts with
+  an earlier prompt + completion is not prefilled again), returning prompt ids, completion ids,
+  the behaviour log-prob of each sampled token under the (temperature-scaled) sampling
+  distribution, and the finish reason (``stop``, ``length``, ``stop_string``, ``context``);
+* applies each request's settings (max new tokens, temperature, top-p, stop strings, thinking
+  switch) and the context budget: a completion never exceeds the model's window;
 * ``load_version(version, path)`` loads a safetensors checkpoint written by the trainer
   (:func:`~.hf.load_weights_into`).
 """
@@ -17,23 +21,30 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .decoding import BatchSampler
+from .decoding import BatchSampler, trim_at_stop
 from .hf import PolicyLoadError, load_weights_into, model_source, offline, resolve_device, resolve_dtype
-from .protocol import PolicyRequest, Sample
+from .protocol import GenerationProgress, PolicyRequest, Sample
 
 __all__ = ["TransformersPolicy", "PolicyLoadError", "render_messages", "offline", "resolve_device", "resolve_dtype", "build"]
 
 
-def render_messages(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Prompt token ids for chat ``messages``: the chat template if any, else the fallback format."""
-    if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+def render_messages(tokenizer: Any, messages: list[dict[str, str]], *, enable_thinking: bool | None = None) -> list[int]:
+    """Prompt token ids for chat ``messages``: the chat template if any, else the fallback format.
+
+    ``enable_thinking`` is passed to templates that have that switch (Qwen3-style thinking
+    modes); ``None`` keeps the template's default, and templates without it ignore it."""
+    template = getattr(tokenizer, "chat_template", None)
+    if template:
+        kwargs: dict[str, Any] = {}
+        if enable_thinking is not None and "enable_thinking" in str(template):
+            kwargs["enable_thinking"] = bool(enable_thinking)
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **kwargs)
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         return list(ids)
@@ -63,7 +74,12 @@ class TransformersPolicy:
         compile: bool = False,
         static_cache: bool = True,
         seed: int = 0,
+        context_window: int | None = None,
+        min_new_tokens: int = 64,
+        prefix_cache_tokens: int = 65_536,
     ):
+        from .prefix_cache import PrefixCache
+
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name or str(getattr(model, "name_or_path", "") or type(model).__name__)
@@ -75,6 +91,11 @@ class TransformersPolicy:
         self.seed = seed
         self.checkpoint: str | None = None
         self._calls = 0
+        #: prompt + completion tokens at most (the model's max_position_embeddings by default)
+        self.context_window = int(context_window or getattr(model.config, "max_position_embeddings", 0) or 32_768)
+        self.min_new_tokens = max(1, min_new_tokens)
+        #: called with a :class:`~.protocol.GenerationProgress` during each batched call
+        self.on_progress: Callable[[GenerationProgress], None] | None = None
         pad = tokenizer.pad_token_id
         if pad is None:
             pad = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
@@ -84,7 +105,10 @@ class TransformersPolicy:
                 eos.add(e)
             elif isinstance(e, (list, tuple)):
                 eos.update(int(x) for x in e)
-        self.sampler = BatchSampler(model, pad_id=pad, eos_ids=sorted(eos), static_cache=static_cache, compile=compile)
+        self.prefix_cache = PrefixCache(prefix_cache_tokens)
+        self.sampler = BatchSampler(
+            model, pad_id=pad, eos_ids=sorted(eos), static_cache=static_cache, compile=compile, prefix_cache=self.prefix_cache
+        )
         model.eval()
 
     # -- construction --------------------------------------------------------------------------
@@ -153,48 +177,91 @@ class TransformersPolicy:
 
     def render(self, request: PolicyRequest) -> list[int]:
         """The prompt token ids for ``request``."""
-        return render_messages(self.tokenizer, request.messages)
+        return render_messages(self.tokenizer, request.messages, enable_thinking=request.enable_thinking)
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
-        """One sample per request, batched by (max_new_tokens, temperature) in chunks of ``batch_size``."""
+        """One sample per request, batched by sampling settings in chunks of ``batch_size``.
+
+        Each request's ``max_new_tokens`` is capped by what its prompt leaves of the context
+        window; a prompt leaving fewer than ``min_new_tokens`` is not generated (finish reason
+        ``context``, no tokens). Each row's randomness comes from its request's seed only."""
         self._calls += 1
         prompts = [self.render(r) for r in requests]
         out: list[Sample | None] = [None] * len(requests)
-        groups: dict[tuple[int, float], list[int]] = {}
+        groups: dict[tuple[float, float, tuple[str, ...]], list[int]] = {}
+        limits: dict[int, tuple[int, bool]] = {}
         for i, r in enumerate(requests):
+            wanted = int(r.max_new_tokens or self.max_new_tokens)
+            room = self.context_window - len(prompts[i])
+            if room < min(self.min_new_tokens, wanted):
+                out[i] = Sample(text="", prompt_token_ids=prompts[i], finish_reason="context")
+                continue
+            limits[i] = (min(wanted, room), room < wanted)
             key = (
-                int(r.max_new_tokens or self.max_new_tokens),
                 float(self.temperature if r.temperature is None else r.temperature),
+                float(self.top_p if r.top_p is None else r.top_p),
+                tuple(r.stop),
             )
             groups.setdefault(key, []).append(i)
-        for (n_new, temp), idx in groups.items():
+        for (temp, top_p, stops), idx in groups.items():
             for start in range(0, len(idx), self.batch_size):
                 chunk = idx[start : start + self.batch_size]
-                gen = torch.Generator(device=self.sampler.device)
-                gen.manual_seed(self._chunk_seed([requests[i].seed for i in chunk]))
                 comps = self.sampler.sample(
-                    [prompts[i] for i in chunk], max_new_tokens=n_new, temperature=temp, top_p=self.top_p, generator=gen
+                    [prompts[i] for i in chunk],
+                    max_new_tokens=[limits[i][0] for i in chunk],
+                    temperature=temp,
+                    top_p=top_p,
+                    row_seeds=[self._row_seed(requests[i].seed, i) for i in chunk],
+                    stop_check=self._stop_checker(stops) if stops else None,
+                    stop_window=max((len(x) for x in stops), default=0) + 4,
+                    on_progress=self._progress_fn(tuple(requests[i].role for i in chunk)),
                 )
                 for i, c in zip(chunk, comps):
-                    text = self.tokenizer.decode(
-                        [t for t in c.token_ids if t not in self.sampler.eos_ids], skip_special_tokens=True
-                    )
-                    out[i] = Sample(
-                        text=text,
-                        prompt_token_ids=prompts[i],
-                        completion_token_ids=c.token_ids,
-                        logprobs=c.logprobs,
-                        finish_reason=c.finish_reason,
-                    )
+                    out[i] = self._sample_of(prompts[i], c, stops, capped=limits[i][1])
         return [s for s in out if s is not None]
 
-    def _chunk_seed(self, seeds: list[int | None]) -> int:
-        """One seed for a batch: from the requests' seeds when all are given, else a call counter."""
-        if all(s is not None for s in seeds):
-            material = ",".join(str(s) for s in seeds)
-        else:
-            material = f"{self.seed}:{self._calls}:{seeds}"
-        return int.from_bytes(hashlib.sha256(f"{self._version}|{material}".encode()).digest()[:8], "little") >> 1
+    def _sample_of(self, prompt: list[int], c: Any, stops: tuple[str, ...], *, capped: bool) -> Sample:
+        ids, lps, reason = list(c.token_ids), list(c.logprobs), c.finish_reason
+        text = self._decode(ids)
+        if stops:
+            cut = trim_at_stop(ids, self._decode, stops)
+            if cut is not None:
+                n, text = cut
+                ids, lps, reason = ids[:n], lps[:n], "stop_string"
+        if reason == "length" and capped:
+            reason = "context"  # the window, not max_new_tokens, cut it
+        return Sample(text=text, prompt_token_ids=prompt, completion_token_ids=ids, logprobs=lps, finish_reason=reason)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode([t for t in ids if t not in self.sampler.eos_ids], skip_special_tokens=True)
+
+    def _stop_checker(self, stops: tuple[str, ...]) -> Callable[[int, list[int]], bool]:
+        def check(row: int, tail: list[int]) -> bool:
+            text = self._decode(tail)
+            return any(s in text for s in stops)
+
+        return check
+
+    def _progress_fn(self, roles: tuple[str, ...]) -> Callable[[Any], None] | None:
+        sink = self.on_progress
+        if sink is None:
+            return None
+
+        def report(r: Any) -> None:
+            sink(
+                GenerationProgress(
+                    roles=roles, rows=r.rows, finished=r.finished, step=r.step, max_steps=r.max_steps, tokens=r.tokens,
+                    prompt_tokens=r.prompt_tokens, elapsed_s=r.elapsed_s, prefill_s=r.prefill_s,
+                )
+            )
+
+        return report
+
+    def _row_seed(self, seed: int | None, i: int) -> int:
+        """A 63-bit noise key per row: from the request's seed (and the weights version) when
+        given, else from the policy's seed and a call counter."""
+        material = f"{self._version}|{seed}" if seed is not None else f"{self._version}|{self.seed}:{self._calls}:{i}"
+        return int.from_bytes(hashlib.sha256(material.encode()).digest()[:8], "little") >> 1
 
     def load_version(self, version: str, checkpoint: str | None) -> None:
         """Load the safetensors weights at ``checkpoint`` (a path) and become ``version``."""
@@ -203,7 +270,9 @@ class TransformersPolicy:
                 load_weights_into(self.model, checkpoint)
             except (OSError, ValueError, RuntimeError) as exc:
                 raise PolicyLoadError(f"cannot load checkpoint {checkpoint} for {version}: {exc}") from None
-            # weights are copied in place: static caches and compiled graphs stay valid
+            # weights are copied in place: static caches and compiled graphs stay valid, but
+            # cached prefixes were computed by the old weights
+            self.prefix_cache.clear()
         self.checkpoint = str(checkpoint) if checkpoint is not None else None
         self._version = version
 
@@ -214,6 +283,7 @@ class TransformersPolicy:
         """Free the decoding state (static KV cache, compiled graphs) and the CUDA cache; the
         weights stay, so the policy can still be inspected (a later generate rebuilds its cache)."""
         self.sampler.invalidate()
+        self.prefix_cache.clear()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
@@ -232,17 +302,23 @@ class TransformersPolicy:
             "top_p": self.top_p,
             "static_cache": self.sampler.static_cache,
             "compile": self.sampler.compile,
+            "context_window": self.context_window,
+            "prefix_cache_tokens": self.prefix_cache.max_tokens,
         }
 
 
 def build(cfg: Any, *, band: tuple[float, float], data_dir: Any = None) -> TransformersPolicy:
     """The registry's factory (:mod:`spade_engine.policy.registry`): ``policy.model`` (a catalogue
     name, directory, ``.gguf`` file, offline hub id or ``tiny``) with ``policy.transformers`` and
-    ``policy.generation``."""
+    ``policy.generation`` (each request carries its role's settings; the agent's are the policy's
+    defaults)."""
     g = cfg.generation
+    t = cfg.transformers
     policy = TransformersPolicy.from_pretrained(
-        model_source(cfg.model, data_dir=data_dir), device=cfg.transformers.device, dtype=cfg.transformers.dtype,
-        max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p,
+        model_source(cfg.model, data_dir=data_dir), device=t.device, dtype=t.dtype,
+        max_new_tokens=g.agent.max_new_tokens, temperature=g.agent.temperature, top_p=g.agent.top_p,
+        context_window=g.context_window, min_new_tokens=g.min_new_tokens, prefix_cache_tokens=t.prefix_cache_tokens,
+        batch_size=t.batch_size,
     )
     policy.model_name = cfg.model  # what the run recorded, not this machine's cache path
     return policy

@@ -91,12 +91,13 @@ class VllmPolicy:
         from vllm import SamplingParams  # type: ignore[import-not-found]
         from vllm.inputs import TokensPrompt  # type: ignore[import-not-found]
 
-        prompts = [render_messages(self.tokenizer, r.messages) for r in requests]
+        prompts = [render_messages(self.tokenizer, r.messages, enable_thinking=r.enable_thinking) for r in requests]
         params = [
             SamplingParams(
                 temperature=self.temperature if r.temperature is None else r.temperature,
-                top_p=self.top_p,
+                top_p=self.top_p if r.top_p is None else r.top_p,
                 max_tokens=r.max_new_tokens or self.max_new_tokens,
+                stop=list(r.stop) or None,
                 logprobs=0,
                 seed=r.seed,
             )
@@ -114,7 +115,11 @@ class VllmPolicy:
                     prompt_token_ids=p,
                     completion_token_ids=ids,
                     logprobs=lps,
-                    finish_reason="stop" if comp.finish_reason == "stop" else "length",
+                    # vLLM's stop_reason is the matched stop string (str), a stop token id (int) or None
+                    finish_reason=(
+                        "length" if comp.finish_reason == "length"
+                        else "stop_string" if isinstance(getattr(comp, "stop_reason", None), str) else "stop"
+                    ),
                 )
             )
         return samples
@@ -155,7 +160,7 @@ class VllmPolicy:
 def build(cfg: Any, *, band: tuple[float, float], data_dir: Any = None) -> VllmPolicy:
     """The registry's factory (:mod:`spade_engine.policy.registry`): ``policy.model`` with
     ``policy.vllm`` and ``policy.generation``."""
-    g = cfg.generation
+    g = cfg.generation.agent  # the requests carry each role's own settings
     from .hf import model_source
 
     return VllmPolicy(

@@ -171,6 +171,7 @@ def start(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress: a live panel on a terminal, a line every --progress-every seconds otherwise.")] = True,
     progress_every: Annotated[float, typer.Option("--progress-every", help="Seconds between progress lines when stdout is not a terminal.", min=0.1)] = 10.0,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
+    seed_envs: Annotated[Optional[str], typer.Option("--seed-envs", metavar="bundled|DIR|none|auto", help="Seed archive recorded at the start of a new run (loop.seed_envs; auto = bundled with --model).", show_default=False)] = None,
 ) -> None:
     """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
 
@@ -178,7 +179,9 @@ def start(
     offline simulation) and the bundled corpus. Resumes the latest unfinished run (see --run,
     --new). Ctrl-C stops cleanly (RunStopped reason=interrupted); start again to resume.
     """
+    from ..engine.stages import designer_batch as stages_batch
     from .engine import open_engine, resolve_start_run
+    from .progress import ModelActivity
 
     if forever and max_envs is not None:
         raise SpadeError("--forever and --max-envs contradict each other: pass one")
@@ -192,7 +195,7 @@ def start(
     if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
         flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
     if create:
-        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
+        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs})
         if model:
             flags.update({"policy.kind": "transformers", "policy.model": model})
         cfg = load_config(config, overrides=flags, preset=preset)
@@ -209,10 +212,10 @@ def start(
         else:
             # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
             cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if model or seed is not None or config is not None or preset is not None:
+            if model or seed is not None or config is not None or preset is not None or seed_envs is not None:
                 note(styled((
                     "resuming: the run keeps its recorded config (but for [sandbox], always local); "
-                    "--model/--seed/--preset and --config's other sections are ignored", "yellow")))
+                    "--model/--seed/--preset/--seed-envs and --config's other sections are ignored", "yellow")))
     verb = "starting new run" if create else "resuming run"
     note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
     if cfg.policy.kind != "procedural" and cfg.policy.model:
@@ -233,24 +236,45 @@ def start(
         live: Live | None = None
         lines = progress and not is_terminal()
         band = (cfg.reward.band_low, cfg.reward.band_high)
+        activity = ModelActivity()
+        activity.attach(engine.ctx)
+        if cfg.policy.kind != "procedural" and str(getattr(engine.ctx.policy, "describe", lambda: {})().get("device", "")) == "cpu":
+            note(styled((
+                f"{cfg.policy.model} runs on the CPU: expect minutes per designer batch "
+                f"({stages_batch(cfg, engine.ctx.policy)} proposals, up to {cfg.policy.generation.designer.max_new_tokens} "
+                "new tokens each) and per play; the panel shows tokens/s and an ETA", "dim")))
 
-        def draw(state: RunState, force: bool = False) -> None:
+        shown: list[dict[str, Any] | None] = [None]
+
+        def draw(state: RunState | None, force: bool = False) -> None:
             now = time.monotonic()
             if lines:
-                if force or now - last[0] >= progress_every:
+                if state is not None and (force or now - last[0] >= progress_every):
                     last[0] = now
                     say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound))
                 return
             if live is None or (not force and now - last[0] < 0.25):
                 return
             last[0] = now
+            if state is not None:  # the engine's thread: fold a fresh summary
+                shown[0] = state.stats(band)
+            if shown[0] is None:
+                return
             tm = engine.ctx.timings
             extra = (
                 f"{now - t0:.0f}s  sandbox {tm.sandbox:.1f}s  policy {tm.policy:.1f}s  embedding {tm.embedding:.1f}s  "
                 f"(max envs {cfg.loop.env_bound or 'unbounded'}; Ctrl-C stops cleanly)"
             )
-            live.update(render_stats(state.stats(band), title=run_id, extra=extra))
+            now_doing = activity.text()
+            if now_doing:
+                extra = f"now: {now_doing}\n{extra}"
+            live.update(render_stats(shown[0], title=run_id, extra=extra))
 
+        def tick() -> None:  # redraw the activity line while a long model call runs
+            while not done_drawing.wait(1.0):
+                draw(None)
+
+        done_drawing = threading.Event()
         engine.on_progress = draw
         interrupts = [0]
 
@@ -270,15 +294,18 @@ def start(
             if progress and not lines:
                 live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
                 live.start()
+                threading.Thread(target=tick, name="progress", daemon=True).start()
             elif lines:
                 draw(engine.state, force=True)  # a first line at once: the run is alive
             try:
                 reason = engine.run()
             except KeyboardInterrupt:
                 reason = "interrupted"
+            activity.on_activity("")
             if live is not None:
                 draw(engine.state, force=True)
         finally:
+            done_drawing.set()
             if live is not None:
                 live.stop()
             for sig, handler in old.items():

@@ -2,7 +2,8 @@
 validator, novelty memory and embedder for every driver and role.
 
 The single-process engine (``start``), the designer worker and the group roles (validator,
-rollout, regret) all call :func:`build_context`; :data:`ROLE_NEEDS` says which parts each role
+rollout, regret) all call :func:`build_context` (the engine and the designer also load the seed
+archive of ``loop.seed_envs``); :data:`ROLE_NEEDS` says which parts each role
 uses, so a role never loads what it does not need (the regret worker loads no model and starts
 no sandbox). What was opened is closed by :meth:`RunContext.close`, in reverse order.
 
@@ -32,9 +33,9 @@ Role = Literal["engine", "designer", "validator", "rollout", "regret"]
 
 #: the parts of a context each role uses
 ROLE_NEEDS: dict[str, frozenset[str]] = {
-    "engine": frozenset({"policy", "corpus", "sandbox", "validator", "memory", "embedder"}),
-    "designer": frozenset({"policy", "corpus", "memory"}),
-    "validator": frozenset({"sandbox", "validator", "memory", "embedder"}),
+    "engine": frozenset({"policy", "corpus", "sandbox", "validator", "memory", "embedder", "seeds"}),
+    "designer": frozenset({"policy", "corpus", "memory", "seeds"}),
+    "validator": frozenset({"sandbox", "validator", "memory", "embedder", "seeds"}),
     "rollout": frozenset({"sandbox", "policy"}),
     "regret": frozenset(),
 }
@@ -156,6 +157,12 @@ def build_context(
                 if role != "engine":
                     embedder.embed(["warm-up"])  # load the model before joining the group, not on the first input
                 kw.update(embedder=embedder, embedding_model=cfg.memory.embedding_model)
+        if "seeds" in needs:
+            from ..engine.seed_archive import load_seed_envs, resolve_seed_spec
+            from ..policy.registry import backend as policy_backend
+
+            spec = resolve_seed_spec(cfg.loop.seed_envs, needs_model=policy_backend(cfg.policy.kind).needs_model)
+            kw["seed_envs"] = load_seed_envs(spec) if spec else []
         built.ctx = StageContext(
             run_id=log.run_id, cfg=cfg, policy=policy, corpus=corpus, tokenize=_tokenizer_of(policy), **kw  # type: ignore[arg-type]
         )

@@ -31,9 +31,11 @@ class RetrainError(SpadeError):
 
 
 def recorded_curriculum(log: EventLog) -> list[EnvironmentProposed]:
-    """The run's accepted environments, in the order they were accepted."""
+    """The run's accepted environments, in the order they were accepted (seed environments
+    only when the run played them: a seed that was only validated was never trained on)."""
     proposals: dict[str, EnvironmentProposed] = {}
     out: list[EnvironmentProposed] = []
+    played: set[str] = set()
     for rec in log.read():
         t = rec.envelope.type
         if t == EnvironmentProposed.TYPE:
@@ -43,7 +45,9 @@ def recorded_curriculum(log: EventLog) -> list[EnvironmentProposed]:
             ev = rec.envelope.event()
             if ev.accepted and ev.env_id in proposals:
                 out.append(proposals.pop(ev.env_id))
-    return out
+        elif t == "RolloutCompleted":
+            played.add(str(rec.envelope.payload.get("env_id")))
+    return [p for p in out if not p.designer.startswith("seed:") or p.env_id in played]
 
 
 @dataclass
@@ -83,6 +87,8 @@ def retrain_run(
             "policy.model": model,
             "loop.max_envs": len(curriculum),
             "loop.max_repairs": 0,
+            "loop.seed_envs": "none",  # the curriculum is the recorded one
+            "loop.designer_batch": 1,  # one replayed environment at a time, trained on in order
             "trainer.enabled": True,
             "replay.enabled": False,  # the recorded curriculum, in its order: no level replay in between
             "log.backend": "sqlite",

@@ -633,10 +633,12 @@ class SandboxPool:
         return t
 
     def open_session(
-        self, source: str, *, step_timeout_s: float | None = None, acquire_timeout_s: float | None = None
+        self, source: str, *, step_timeout_s: float | None = None, acquire_timeout_s: float | None = None,
+        max_turns: int | None = None,
     ) -> Session:
-        """Load ``source`` in a task and hold it for one multi-turn episode (or several)."""
-        return Session(self, source, step_timeout_s=step_timeout_s, acquire_timeout_s=acquire_timeout_s)
+        """Load ``source`` in a task and hold it for one multi-turn episode (or several);
+        ``max_turns`` caps the environment's own max_turns (the turn budget)."""
+        return Session(self, source, step_timeout_s=step_timeout_s, acquire_timeout_s=acquire_timeout_s, max_turns=max_turns)
 
     # -- life cycle -------------------------------------------------------------------------
 

@@ -135,6 +135,9 @@ class LoadData(_Strict):
 
 class NewData(_Strict):
     iid: Annotated[int, msgspec.Meta(ge=1)]
+    #: the environment's own max_turns (a positive int, else None) and what it is after the budget's cap
+    designed_max_turns: Annotated[int, msgspec.Meta(ge=1, le=2**31)] | None = None
+    max_turns: Annotated[int, msgspec.Meta(ge=0, le=2**31)] | None = None
 
 
 class ResetData(_Strict):

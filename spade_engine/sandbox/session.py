@@ -7,6 +7,9 @@ session is dead and its worker has been replaced; :class:`EnvError` (the environ
 returned something outside the contract) leaves the session usable (its worker is recycled when
 the session closes). An action longer than ``limits.MAX_ACTION_CHARS`` is refused here (the
 engine's rollouts cut actions to that length before sending them).
+
+``max_turns`` is the turn budget: the environment is constructed, then its own ``max_turns`` is
+capped at the budget (min(designed, budget)), as the validator does.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Session:
         step_timeout_s: float | None = None,
         acquire_timeout_s: float | None = None,
         reward_range: tuple[float, float] = REWARD_RANGE,
+        max_turns: int | None = None,
     ) -> None:
         cfg = pool.config
         self.step_timeout_s = step_timeout_s if step_timeout_s is not None else cfg.step_timeout_s
@@ -72,7 +76,11 @@ class Session:
             self.class_name: str = name
             self.contract: str = loaded.contract
             self.has_solution: bool = loaded.has_solution
-            self._iid: int = self._task.call("new", timeout=cfg.import_timeout_s).iid
+            created = self._task.call("new", timeout=cfg.import_timeout_s, max_turns=max_turns)
+            self._iid: int = created.iid
+            #: the environment's own max_turns, and what it is after the budget's cap
+            self.designed_max_turns: int | None = created.designed_max_turns
+            self.max_turns: int | None = created.max_turns
         except BaseException:
             self._task.end() if not self._task.dead else None
             raise

@@ -18,11 +18,16 @@ check               passes when                                                 
                     probe action, garbage included
 ``rewards``         every reward seen is finite and within the reward range       contract
 ``episode_ends``    repeated garbage actions end the episode within the turn      contract
-                    limit
+                    limit: min(the environment's own max_turns, the budget)
 ``solution``        solution() actions, replayed at both seeds, reach success     unsolvable
 ``not_trivial``     no probe action wins                                          trivial
 ``gymnasium_api``   gymnasium's check_env passes on the adapted environment       contract
 ==================  ============================================================  ================
+
+The turn budget (``turn_limit``, the run's ``loop.turn_limit``) is applied the way the SPADE
+release does it: the sandbox constructs the environment, then caps its own ``max_turns`` at the
+budget, so an environment designed for 30 or 40 turns is validated (and played) within the
+budget; the effective limit of an environment is min(its own max_turns, budget).
 
 Any check can also fail as ``timeout`` (wall clock / CPU), ``memory``, ``crash`` (the environment
 raised or its process died), ``forbidden`` (the seccomp filter or the audit hook killed it, or it
@@ -146,6 +151,8 @@ class _Run:
         self.contract: str | None = None
         self.has_solution = False
         self.iid: int | None = None
+        self.turn_limit = v.turn_limit  # min(designed max_turns, budget) once known
+        self.designed_max_turns: int | None = None
         self.first_obs: dict[int, str] = {}
         self.probe_results: list[tuple[str, StepResult]] = []
         self.solution_actions: list[str] | None = None
@@ -157,7 +164,12 @@ class _Run:
             raise _Fail(exc.kind, str(exc)) from None
 
     def new(self) -> int:
-        return self.call("new", self.v.import_timeout_s).iid
+        out = self.call("new", self.v.import_timeout_s, max_turns=self.v.turn_limit)
+        designed = out.designed_max_turns
+        if designed is not None and designed > 0:
+            self.designed_max_turns = designed
+            self.turn_limit = min(designed, self.v.turn_limit)
+        return out.iid
 
     def reset(self, iid: int, seed: int) -> tuple[str, dict[str, Any]]:
         data = self.call("reset", self.v.step_timeout_s, iid=iid, seed=seed)
@@ -200,7 +212,7 @@ class Validator:
     def __init__(
         self,
         pool: SandboxPool,
-        turn_limit: int = 8,
+        turn_limit: int = 25,
         *,
         reward_range: tuple[float, float] = REWARD_RANGE,
         success_reward: float = 1.0,
@@ -303,7 +315,12 @@ class Validator:
         run.contract = out.contract
         run.has_solution = out.has_solution
         run.iid = run.new()
-        return f"{run.class_name} ({run.contract} contract{', with solution()' if run.has_solution else ''})"
+        turns = (
+            f"max_turns {run.designed_max_turns} capped at the budget {self.turn_limit}"
+            if run.designed_max_turns is not None and run.designed_max_turns > self.turn_limit
+            else f"turn limit {run.turn_limit}"
+        )
+        return f"{run.class_name} ({run.contract} contract{', with solution()' if run.has_solution else ''}; {turns})"
 
     def _reset(self, run: _Run) -> str:
         assert run.iid is not None
@@ -343,15 +360,23 @@ class Validator:
         assert run.iid is not None
         probe = run.garbage
         run.reset(run.iid, run.seeds[0])
-        for turn in range(1, self.turn_limit + 1):
+        limit = run.turn_limit
+        for turn in range(1, limit + 1):
             r = run.step(run.iid, probe)
             run.probe_results.append((probe, r))
             problem = check_reward(r, self.reward_range)
             if problem:
                 raise _Fail(ErrorKind.CONTRACT, f"turn {turn}: {problem}")
             if r.terminated or r.truncated:
-                return f"ended after {turn} garbage turn(s)"
-        raise _Fail(ErrorKind.CONTRACT, f"the episode did not end within the turn limit ({self.turn_limit}) on repeated garbage actions")
+                return f"ended after {turn} garbage turn(s) (limit {limit})"
+        which = (
+            f"its max_turns ({limit})" if limit < self.turn_limit else f"the turn budget ({limit})"
+        )
+        raise _Fail(
+            ErrorKind.CONTRACT,
+            f"the episode did not end within {which} on repeated garbage actions: step() must return "
+            "truncated=True once self.turn_count >= self.max_turns",
+        )
 
     def _solution(self, run: _Run) -> str:
         assert run.iid is not None
@@ -368,8 +393,8 @@ class Validator:
                 return "solution() returned text without \\boxed{} actions (not replayed)"
             if out.kind == "none" or not actions:
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution() gave no actions")
-            if len(actions) > self.turn_limit:
-                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution needs {len(actions)} turns, the turn limit is {self.turn_limit}")
+            if len(actions) > run.turn_limit:
+                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution needs {len(actions)} turns, the turn limit is {run.turn_limit}")
             last: StepResult | None = None
             for i, action in enumerate(actions, 1):
                 last = run.step(run.iid, action)
@@ -393,7 +418,7 @@ class Validator:
         return f"none of {len(run.probes)} probe actions wins"
 
     def _gymnasium(self, run: _Run) -> str:
-        out = run.call("check_env", max(self.import_timeout_s, self.step_timeout_s * 4))
+        out = run.call("check_env", max(self.import_timeout_s, self.step_timeout_s * 4), max_turns=self.turn_limit)
         if not out.passed:
             raise _Fail(ErrorKind.CONTRACT, f"gymnasium check_env: {out.message}")
         warns = out.warnings

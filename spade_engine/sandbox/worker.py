@@ -63,6 +63,7 @@ import itertools  # noqa: E402,F401
 import linecache  # noqa: E402
 import json  # noqa: E402,F401
 import math  # noqa: E402,F401
+import operator  # noqa: E402,F401
 import random  # noqa: E402,F401
 import re  # noqa: E402,F401
 import resource  # noqa: E402
@@ -137,6 +138,70 @@ _STATIC_OS_CALLS = frozenset(
      "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp", "spawnvp",
      "posix_spawn", "posix_spawnp"}
 )
+
+#: Names every environment module starts with (an explicit import rebinds them): the common
+#: standard-library modules and names generated code uses without importing, as the SPADE
+#: release's loader provides. All are loaded in the zygote already.
+COMMON_NAMES: dict[str, Any] = {
+    **{m.__name__: m for m in (
+        itertools, math, random, re, json, collections, functools, string, copy, heapq, operator, statistics,
+        bisect, fractions, decimal, textwrap, dataclasses, enum,
+    )},
+    "deque": collections.deque, "defaultdict": collections.defaultdict, "Counter": collections.Counter,
+    "OrderedDict": collections.OrderedDict, "namedtuple": collections.namedtuple,
+    "combinations": itertools.combinations, "permutations": itertools.permutations, "product": itertools.product,
+    "chain": itertools.chain, "accumulate": itertools.accumulate, "reduce": functools.reduce,
+    "lru_cache": functools.lru_cache, "deepcopy": copy.deepcopy, "heappush": heapq.heappush, "heappop": heapq.heappop,
+    "Fraction": fractions.Fraction, "dataclass": dataclasses.dataclass,
+    **{n: getattr(typing, n) for n in (
+        "Any", "Callable", "Dict", "FrozenSet", "Iterable", "List", "Mapping", "Optional", "Sequence", "Set", "Tuple",
+        "Union",
+    )},
+}
+
+_BUILTINS = dict(vars(__import__("builtins")))
+_real_import = _BUILTINS["__import__"]
+
+
+class _CallableModule(types.ModuleType):
+    """A common module that can also be called as the function of the same name: what ``from
+    random import random`` gives environment code, so both ``random()`` and ``random.Random(seed)``
+    (the confusion small models make) work."""
+
+    def __init__(self, module: types.ModuleType, fn: Any) -> None:
+        super().__init__(module.__name__)
+        self.__dict__.update(module.__dict__)
+        self.__dict__["_spade_call"] = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__["_spade_call"](*args, **kwargs)
+
+
+def _tolerant_import(name: Any, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    """``__import__`` for environment code. ``from random import re`` or ``from math import
+    random`` (a common name asked of the wrong standard module) gets the common module or name
+    instead of an ImportError; ``from random import random`` gets a module that is also the
+    function. Everything else is the real import (audit hook included)."""
+    module = _real_import(name, globals, locals, fromlist, level)
+    if level == 0 and fromlist and isinstance(module, types.ModuleType):
+        fix = {}
+        for n in fromlist:
+            if type(n) is not str or n not in COMMON_NAMES:
+                continue
+            common = COMMON_NAMES[n]
+            if not hasattr(module, n):
+                fix[n] = common
+            elif isinstance(common, types.ModuleType) and module is common:
+                attr = getattr(module, n)
+                if callable(attr) and not isinstance(attr, type):
+                    fix[n] = _CallableModule(common, attr)
+        if fix:
+            view = types.ModuleType(module.__name__)
+            view.__dict__.update(module.__dict__)
+            view.__dict__.update(fix)
+            return view
+    return module
+
 
 MAX_SOURCE_CHARS = limits.MAX_SOURCE_CHARS
 MAX_INFO_ITEMS = limits.MAX_INFO_ITEMS
@@ -573,6 +638,7 @@ class _TaskRunner:
         self.contract = "spade"
         self.envs: dict[int, Any] = {}
         self.next_id = 1
+        self.designed_max_turns: int | None = None
 
     def handle(self, cmd: dict[str, Any]) -> dict[str, Any]:
         seq, op = cmd.get("seq"), cmd.get("op")
@@ -623,6 +689,8 @@ class _TaskRunner:
         name = str(cmd.get("class_name") or "")
         module = types.ModuleType("spade_env")
         module.__file__ = "<environment>"
+        module.__dict__.update(COMMON_NAMES)
+        module.__dict__["__builtins__"] = {**_BUILTINS, "__import__": _tolerant_import}
         sys.modules["spade_env"] = module
         source = str(cmd.get("source", ""))
         linecache.cache["<environment>"] = (len(source), None, source.splitlines(True), "<environment>")
@@ -638,21 +706,36 @@ class _TaskRunner:
         self.contract = adapters.contract_of(cls)
         return {"class_name": name[: limits.MAX_NAME_CHARS], "contract": self.contract, "has_solution": callable(getattr(cls, "solution", None))}
 
-    def _instance(self) -> Any:
+    def _instance(self, max_turns: Any = None) -> Any:
+        """A new instance, adapted; with a turn budget its own ``max_turns`` is capped at it."""
         if self.cls is None:
             raise _Contract("no environment loaded")
-        raw = self.cls()
+        budget = max_turns if type(max_turns) is int and max_turns > 0 else None
+        try:
+            raw = self.cls()
+        except TypeError as first:
+            if budget is None:
+                raise
+            try:
+                raw = self.cls(max_turns=budget)  # a class that requires max_turns gets the budget
+            except TypeError:
+                raise first from None
+        self.designed_max_turns = _cap_turns(raw, budget)
         try:
             return adapters.adapt(raw, max_obs_chars=self.max_obs, max_action_chars=self.max_action)
         except TypeError as exc:
             raise _Contract(str(exc)) from None
 
     def op_new(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        env = self._instance()
+        env = self._instance(cmd.get("max_turns"))
         iid = self.next_id
         self.next_id += 1
         self.envs[iid] = env
-        return {"iid": iid}
+        def small(n: int | None) -> int | None:  # the reply schema's bounds: an absurd value reads as unknown
+            return n if n is not None and 0 <= n <= 2**31 else None
+
+        designed = self.designed_max_turns
+        return {"iid": iid, "designed_max_turns": small(designed) or None, "max_turns": small(_turns_of(env))}
 
     def _env(self, cmd: dict[str, Any]) -> Any:
         env = self.envs.get(cmd.get("iid"))  # type: ignore[arg-type]
@@ -711,7 +794,7 @@ class _TaskRunner:
         return {"kind": "bad", "bad": f"solution() returned {_tname(sol)}"}
 
     def op_check_env(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        env = self._instance()
+        env = self._instance(cmd.get("max_turns"))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -752,6 +835,27 @@ def _clean_text(s: str) -> str:
         return s
     except UnicodeEncodeError:
         return s.encode("utf-8", "replace").decode("utf-8")
+
+
+def _cap_turns(raw: Any, budget: int | None) -> int | None:
+    """The release's respect_game_max_turns: an environment's own ``max_turns`` (a positive int)
+    becomes min(its own, budget); one holding something else gets the budget. Returns the
+    designed value when it was an int."""
+    if budget is None:
+        return None
+    designed = getattr(raw, "max_turns", None)
+    if type(designed) is int and designed > 0:
+        raw.max_turns = min(designed, budget)
+        return designed
+    if hasattr(raw, "max_turns"):
+        raw.max_turns = budget
+    return None
+
+
+def _turns_of(env: Any) -> int | None:
+    raw = env.env if isinstance(env, adapters.SpadeEnvAdapter) else env
+    value = getattr(raw, "max_turns", None)
+    return value if type(value) is int else None
 
 
 def _shape(x: Any) -> str:

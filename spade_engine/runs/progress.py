@@ -1,0 +1,75 @@
+"""What the model is doing right now, as one line of the live progress panel of ``start``.
+
+:class:`ModelActivity` collects the stage's activity ("designer: 4 proposal(s) in one batch",
+"validating 4 environment(s) in the sandbox", ...) and the policy's per-batch generation
+progress (:class:`~spade_engine.policy.protocol.GenerationProgress`: decoding step, rows done,
+new tokens, tokens/s, prefill time) and renders them as plain text, e.g.::
+
+    designer x4: step 312/16384, 1 of 4 done, 1,104 new tokens at 4.1 tok/s (prompts 11,902
+    tokens, prefilled in 41s); ETA <= 1h05m to the token limit
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from ..policy.protocol import GenerationProgress
+
+__all__ = ["ModelActivity", "format_duration"]
+
+
+def format_duration(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``1h05m``."""
+    if seconds is None:
+        return "?"
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+class ModelActivity:
+    """Thread-safe holder of the current activity and generation progress."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.activity = ""
+        self.progress: GenerationProgress | None = None
+        self.updated = 0.0
+
+    def on_activity(self, text: str) -> None:
+        with self._lock:
+            self.activity = text
+            self.progress = None
+            self.updated = time.monotonic()
+
+    def on_progress(self, progress: GenerationProgress) -> None:
+        with self._lock:
+            self.progress = progress
+            self.updated = time.monotonic()
+
+    def attach(self, ctx: Any) -> None:
+        """Receive ``ctx``'s stage activity and, when its policy reports it, generation progress."""
+        ctx.on_activity = self.on_activity
+        if hasattr(ctx.policy, "on_progress"):
+            ctx.policy.on_progress = self.on_progress
+
+    def text(self) -> str:
+        with self._lock:
+            activity, p = self.activity, self.progress
+        if p is None:
+            return activity
+        roles = Counter(p.roles)
+        who = ", ".join(f"{r} x{n}" if n > 1 else r for r, n in roles.items())
+        line = (
+            f"{who}: step {p.step:,}/{p.max_steps:,}, {p.finished} of {p.rows} done, {p.tokens:,} new tokens "
+            f"at {p.tokens_per_s:.1f} tok/s (prompts {p.prompt_tokens:,} tokens, prefilled in {format_duration(p.prefill_s)})"
+        )
+        if p.finished < p.rows:
+            line += f"; ETA <= {format_duration(p.eta_s)} to the token limit"
+        return line
