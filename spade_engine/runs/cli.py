@@ -118,6 +118,8 @@ def start(
     plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays and hinted plays per environment.", show_default=False)] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the live progress panel.")] = True,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
+    env_source: Annotated[Optional[str], typer.Option("--env-source", help="Where new environments come from (loop.env_source, new runs): designer (default); reasoning-gym:TASK,...[?size=N&turns=T] (a fixed pool of wrapped reasoning-gym items); archive:RUN (a recorded run's accepted environments, with that run's model unless --model).", show_default=False)] = None,
+    eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="With --train: evaluate the new weights on the [eval] suites after every N-th update (eval.every; 0 = never).", show_default=False, min=0)] = None,
 ) -> None:
     """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
 
@@ -134,13 +136,23 @@ def start(
     b = check_backend(backend)
     root = resolve_data_dir(data_dir)
     boot = bootstrap_or_env(bootstrap)
+    from ..envsources import fixed_source_overrides, parse_env_source, source_run_policy
+
+    source_spec = parse_env_source(env_source) if env_source is not None else None  # bad text: before any work
     run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
-    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train}
+    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train,
+                             "eval.every": eval_every}
     if create:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot})
+        if source_spec is not None:
+            flags.update({"loop.env_source": env_source, **fixed_source_overrides(source_spec)})
+            if not model:
+                flags.update(source_run_policy(source_spec, data_dir=root, backend=b, bootstrap=boot))
         if model:
             flags.update({"policy.kind": "transformers", "policy.model": model})
         cfg = load_config(config, overrides=flags)
+        if source_spec is None and cfg.loop.env_source:  # from the config file or SPADE_LOOP__ENV_SOURCE
+            cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
     else:
         from ..events.store import open_event_log
 
@@ -153,14 +165,20 @@ def start(
             cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot})
         else:
             cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if model or seed is not None or config is not None:
-                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config are ignored[/]")
+            if model or seed is not None or config is not None or env_source is not None:
+                console.print("[yellow]resuming: the run keeps its recorded config; --model/--seed/--config/--env-source are ignored[/]")
     verb = "starting new run" if create else "resuming run"
     console.print(f"[bold]{verb}[/] {run_id}  [dim](data {root}, backend {b}, policy {cfg.policy.kind})[/]")
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
         engine = opened.engine
         if engine.trainer is not None:
             console.print(f"[dim]training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)[/]")
+            if engine.trainer.evaluator is not None:
+                console.print(f"held-out evaluation every {cfg.eval.every} update(s) on {', '.join(cfg.eval.suites)}",
+                              style="dim", markup=False, highlight=False)
+        if cfg.loop.env_source:
+            console.print(f"environments from {cfg.loop.env_source} (fixed source: the designer is not called)",
+                          style="dim", markup=False, highlight=False)
         t0 = time.monotonic()
         last = [0.0]
         live: Live | None = None

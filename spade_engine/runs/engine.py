@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..blobs import BlobStore
 from ..config import EngineConfig
@@ -20,6 +20,7 @@ from ..engine.corpus import Corpus
 from ..engine.loop import Engine, EngineLock
 from ..engine.state import RunState
 from ..errors import ConfigError
+from ..events.catalogue import EventPayload
 from ..events.errors import RunNotFound
 from ..events.store import DataDir, list_runs, new_run_id, open_event_log, resolve_run
 from ..policy.protocol import Policy
@@ -107,8 +108,12 @@ def open_engine(
     corpus: Corpus | None = None,
     projections: bool = True,
     parent_run_id: str | None = None,
+    proposer: Callable[[Engine, int], EventPayload] | None = None,
 ) -> OpenEngine:
-    """Open the run's log, sandbox pool, validator, memory and projections, and build the engine."""
+    """Open the run's log, sandbox pool, validator, memory and projections, and build the engine.
+
+    New environments come from ``proposer`` when given (curriculum replay), else from the
+    ``loop.env_source`` of the config (:mod:`spade_engine.envsources`), else from the designer."""
     require_trainable(cfg)
     closers: list[Any] = []
     try:
@@ -126,9 +131,26 @@ def open_engine(
         )
         closers.append(built.close)
         blobs = BlobStore(DataDir(data_dir).blobs_dir)
+        trainer = make_inprocess_trainer(cfg, log, blobs, data_dir=data_dir) if cfg.trainer.enabled else None
+        if trainer is not None and cfg.eval.every > 0:
+            from ..evaluation.periodic import PeriodicEvaluator, run_log_opener
+
+            # the engine's own policy: it loads each new version before the next environment anyway
+            trainer.evaluator = PeriodicEvaluator(
+                cfg.eval, log=log, blobs=blobs, policy=built.ctx.policy, pool=built.ctx.pool, sandbox=cfg.sandbox,
+                open_log=run_log_opener(data_dir, backend=cfg.log.backend, bootstrap=cfg.log.bootstrap),
+                model=cfg.policy.model,
+            )
+            closers.append(trainer.evaluator.close)
+        if proposer is None and cfg.loop.env_source:
+            from ..envsources import open_env_source
+
+            source = open_env_source(cfg, data_dir=data_dir)
+            closers.append(source.close)
+            proposer = source.propose
         engine = Engine(
             log=log, cfg=cfg, ctx=built.ctx, runner=built.runner, blobs=blobs, parent_run_id=parent_run_id,
-            trainer=make_inprocess_trainer(cfg, log, blobs, data_dir=data_dir) if cfg.trainer.enabled else None,
+            trainer=trainer, proposer=proposer,
         )
         return OpenEngine(engine=engine, run_id=run_id, run_dir=run_dir, created=create, closers=closers)
     except BaseException:
