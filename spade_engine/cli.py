@@ -7,6 +7,7 @@ import typer
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
+from .compare.cli import compare_command
 from .consumers.cli import app as consumers_app
 from .evaluation.cli import eval_command
 from .sandbox.cli import validate as validate_command
@@ -34,6 +35,7 @@ app.command("worker")(worker_command)
 app.command("train")(train_command)
 app.command("retrain")(run_cli.retrain_command)
 app.command("eval")(eval_command)
+app.command("compare")(compare_command)
 app.add_typer(models_app, name="models")
 
 

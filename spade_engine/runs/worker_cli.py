@@ -224,5 +224,15 @@ def _trainer(log, cfg, root, stop, until_idle, say) -> None:
         temperature=cfg.policy.generation.temperature, producer="trainer", data_dir=root,
         on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
     )
-    published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)
+    from ..evaluation.periodic import standalone_evaluator
+
+    trainer.evaluator = standalone_evaluator(
+        cfg, log, trainer.blobs, base_model=trainer.base_model, data_dir=root,
+        on_result=lambda version, events: say(f"evaluated {version}: " + ", ".join(f"{e.task} {e.accuracy:.3f}" for e in events)),
+    )
+    try:
+        published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)
+    finally:
+        if trainer.evaluator is not None:
+            trainer.evaluator.close()
     say(f"stopped after {len(published)} updates")
