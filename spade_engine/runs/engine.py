@@ -117,6 +117,13 @@ def open_engine(
     require_trainable(cfg)
     closers: list[Any] = []
     try:
+        if proposer is None and cfg.loop.env_source:
+            from ..envsources import open_env_source
+
+            # built first: a source that cannot be built leaves no run behind
+            source = open_env_source(cfg, data_dir=data_dir)
+            closers.append(source.close)
+            proposer = source.propose
         run_dir = DataDir(data_dir).run_dir(run_id)
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = EngineLock(run_dir).acquire()
@@ -142,12 +149,6 @@ def open_engine(
                 model=cfg.policy.model,
             )
             closers.append(trainer.evaluator.close)
-        if proposer is None and cfg.loop.env_source:
-            from ..envsources import open_env_source
-
-            source = open_env_source(cfg, data_dir=data_dir)
-            closers.append(source.close)
-            proposer = source.propose
         engine = Engine(
             log=log, cfg=cfg, ctx=built.ctx, runner=built.runner, blobs=blobs, parent_run_id=parent_run_id,
             trainer=trainer, proposer=proposer,
