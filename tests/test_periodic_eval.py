@@ -94,7 +94,7 @@ def test_inprocess_and_standalone_trainers_evaluate_every_n_updates(tmp_path):
     _symbol_run(data, src).close()
 
     # in process: start --train --eval-every 2 (environments from the symbol run)
-    res = runner.invoke(app, ["start", "--env-source", f"archive:{src}", "--model", "tiny:0", "--train", "--eval-every", "2",
+    res = runner.invoke(app, ["start", "--new", "--env-source", f"archive:{src}", "--model", "tiny:0", "--train", "--eval-every", "2",
                               "--max-envs", "4", "--plays", "6", "--data-dir", str(data), "--config", str(cfg), "--no-progress"])
     assert res.exit_code == 0, res.output
     assert "held-out evaluation every 2 update(s) on reasoning-gym:gcd,leg_counting" in res.output
