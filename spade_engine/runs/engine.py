@@ -1,5 +1,8 @@
 """Opening a runnable engine for a run: its log, the stage context (:mod:`.context`), the live
-projections and, with ``trainer.enabled``, the in-process trainer.
+projections and, with ``trainer.enabled``, the in-process trainer (with ``eval.every`` > 0, its
+periodic held-out evaluator, :mod:`spade_engine.evaluation.periodic`, using the engine's policy).
+With ``loop.env_source`` set, new environments come from that fixed source
+(:mod:`spade_engine.envsources`) instead of the designer.
 
 :func:`open_engine` opens (or creates) a run and returns an :class:`OpenEngine` holding the
 :class:`~spade_engine.engine.loop.Engine` and everything that must be closed after it (sandbox
