@@ -36,6 +36,9 @@ CASES = {
     "dashboard": (["--n", "5000", "--seconds", "2", "--rate", "200"], ["initial_load_s_1m", "sse_lag_p99_ms"]),
     "scale": (["--n", "6", "--repeat", "1", "--partitions", "4", "--no-novelty"],
               ["validations_per_s_1", "validations_per_s_2", "scale_ratio"]),
+    "selfplay_vs_fixed": (["--smoke"], ["arm_a_accuracy", "arm_b_accuracy", "arm_c_accuracy", "delta_a_c", "delta_b_c",
+                                        "delta_a_b", "arm_a_updates", "arm_b_updates", "arm_a_completion_tokens",
+                                        "arm_b_completion_tokens", "load_average_start"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
                           "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
 }
