@@ -214,3 +214,40 @@ def test_bad_sources_are_one_line_errors(tmp_path):
     res = runner.invoke(app, ["start", "--env-source", "rg:gcd?turns=9", "--max-envs", "1", "--data-dir", str(data), "--no-progress"])
     assert res.exit_code == 2 and "exceeds loop.turn_limit" in res.output, res.output
     assert DataDir(data).runs() == []  # nothing recorded for a refused source
+
+
+def test_the_distributed_designer_proposes_from_the_source(tmp_path):
+    """`worker designer` with loop.env_source: the designer role proposes the pool's items."""
+    import threading
+    import time
+
+    from spade_engine.config import load_config
+    from spade_engine.engine.corpus import Corpus
+    from spade_engine.engine.loop import Engine
+    from spade_engine.engine.stages import StageContext
+    from spade_engine.engine.worker import DesignerWorker
+    from spade_engine.envsources import open_env_source
+    from spade_engine.events.sqlite.log import SqliteEventLog
+    from spade_engine.events.store import new_run_id
+    from spade_engine.policy.registry import make_policy
+
+    run_id = new_run_id()
+    log = SqliteEventLog(tmp_path / "events.sqlite", run_id)
+    cfg = load_config(overrides={"seed": 2, "loop.max_envs": 3, "loop.env_source": "rg:gcd,lcm?size=1"}, environ={})
+    source = open_env_source(cfg, data_dir=tmp_path)
+    ctx = StageContext(run_id=run_id, cfg=cfg, policy=make_policy(cfg.policy), corpus=Corpus.from_paths([]))
+    engine = Engine(log=log, cfg=cfg, ctx=ctx, proposer=source.propose)
+    designer = DesignerWorker(engine, ahead=5)
+    t = threading.Thread(target=designer.serve, kwargs={"poll_s": 0.05}, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(1 for r in log.read() if r.envelope.type == "EnvironmentProposed") < 3:
+            time.sleep(0.05)
+    finally:
+        designer.stop_event.set()
+        t.join(10)
+    proposed = [r.envelope.payload for r in log.read() if r.envelope.type == "EnvironmentProposed"]
+    log.close()
+    assert [p["code"] for p in proposed] == [source.pool.items[i % 2].code for i in range(3)]
+    assert [p["designer"] for p in proposed] == ["reasoning-gym:gcd", "reasoning-gym:lcm", "reasoning-gym:gcd"]

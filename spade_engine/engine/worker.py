@@ -365,7 +365,7 @@ class DesignerWorker:
             if (max_envs is None or n < max_envs) and len(unfinished) < self.ahead:
                 if self.feed is not None:
                     self.feed.catch_up()
-                payload = new_env(eng.ctx, eng.state, n)
+                payload = eng.proposer(eng, n) if eng.proposer is not None else new_env(eng.ctx, eng.state, n)
                 self.emit(payload)
                 self.stats.inputs += 1
                 self.say(f"{payload.env_id}: proposed ({payload.skill}, difficulty {payload.difficulty})")  # type: ignore[attr-defined]

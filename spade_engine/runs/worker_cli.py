@@ -155,14 +155,24 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
     if recorded is None:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "log.partitions": partitions})
         cfg = load_config(config, overrides=flags)
+        if cfg.loop.env_source:  # a fixed source from the config: its implied settings, recorded
+            from ..envsources import fixed_source_overrides, parse_env_source
+
+            cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
     else:
         cfg = recorded.with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+    source = None
+    if cfg.loop.env_source:
+        from ..envsources import open_env_source
+
+        source = open_env_source(cfg, data_dir=root)  # before the log: a bad source leaves no run
     if log is None:
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot, create=True, partitions=cfg.log.partitions)
     built = None
     try:
         built = build_context(cfg, role="designer", log=log, data_dir=root)
-        engine = Engine(log=log, cfg=cfg, ctx=built.ctx, blobs=BlobStore(DataDir(root).blobs_dir))
+        engine = Engine(log=log, cfg=cfg, ctx=built.ctx, blobs=BlobStore(DataDir(root).blobs_dir),
+                        proposer=source.propose if source is not None else None)
         designer = DesignerWorker(engine, ahead=ahead, memory=built.feed, say=say)
         engine.stop_event = stop
         designer.stop_event = stop
