@@ -206,7 +206,7 @@ def reasoning_gym_tasks(spec: SuiteSpec, *, size: int | None, seed: int) -> list
 def archive_tasks(log: EventLog, *, size: int | None, seed: int, turn_limit: int | None = None) -> list[EvalTask]:
     """The accepted environments of ``log``'s run, one task per skill (first ``size`` in log order)."""
     from ..engine.state import RunState
-    from ..archive.replay import run_config
+    from ..recorded import recorded_config_or_default
 
     state = RunState.from_log(log)
     accepted = [st for st in state.proposed() if st.accepted and st.proposed is not None]
@@ -214,7 +214,7 @@ def archive_tasks(log: EventLog, *, size: int | None, seed: int, turn_limit: int
         accepted = accepted[:size]
     if not accepted:
         raise SuiteError(f"run {log.run_id} has no accepted environments to evaluate on")
-    limit = turn_limit or run_config(log).loop.turn_limit
+    limit = turn_limit or recorded_config_or_default(log).loop.turn_limit
     by_skill: dict[str, list[EvalItem]] = {}
     for st in accepted:
         p = st.proposed
