@@ -17,6 +17,7 @@ import typer
 from . import __version__
 from .archive.cli import app as archive_app, replay_cmd
 from .dashboard.cli import register as register_dashboard
+from .compare.cli import compare_command
 from .config_cli import app as config_app
 from .consumers.cli import app as consumers_app
 from .evaluation.cli import eval_command
@@ -65,6 +66,7 @@ app.command("train")(train_command)
 app.command("retrain")(run_cli.retrain_command)
 app.command("eval")(eval_command)
 app.add_typer(metrics_app, name="metrics")
+app.command("compare")(compare_command)
 app.add_typer(models_app, name="models")
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "RewardConfig",
     "ReplayConfig",
     "TrainerConfig",
+    "EvalConfig",
     "load_config",
     "resolve_config",
     "ResolvedConfig",
@@ -270,6 +271,11 @@ class LoopConfig(_Section):
         "engine", description="engine: the simulation's 16 skill families; cognitive: the release's 9 skills"
     )
     corpus: list[str] = Field(default_factory=list, description="paths; empty = bundled corpus")
+    env_source: str = Field(
+        "",
+        description="where new environments come from: empty = the designer; reasoning-gym:TASK,...[?size=N&turns=T] "
+        "= a fixed pool of wrapped reasoning-gym items; archive:RUN = a recorded run's accepted environments",
+    )
     doc_token_budget: int = Field(384, ge=16, description="document tokens at most (less when the model's window needs it)")
     seed_envs: str = Field(
         "auto",
@@ -393,6 +399,24 @@ class TrainerConfig(_Section):
     lora_target_modules: list[str] = Field(default_factory=list, description="empty: all linear layers")
 
 
+class EvalConfig(_Section):
+    """Periodic held-out evaluation by the trainer (``every`` > 0): after every ``every``-th
+    PolicyUpdated it scores its new weights on ``suites`` and records EvaluationCompleted."""
+
+    every: int = Field(0, ge=0, description="evaluate after every N-th policy update; 0 = never")
+    suites: list[str] = Field(
+        default_factory=lambda: ["reasoning-gym:gcd,basic_arithmetic,leg_counting"],
+        description="suites as `spade-engine eval` takes them (reasoning-gym:TASK,..., archive:RUN)",
+    )
+    size: int = Field(20, ge=1, description="items per reasoning-gym task (archive: at most this many environments)")
+    seed: int = Field(0, ge=0, description="suite seed (items always come from the evaluation seed range)")
+    k: int = Field(1, ge=1, description="answers per item: 1 = greedy, k > 1 = avg@k sampled")
+    temperature: float | None = Field(None, ge=0.0, description="None: 0 for k = 1, 0.6 for k > 1")
+    max_new_tokens: int = Field(256, ge=1)
+    batch_size: int = Field(16, ge=1)
+    base: bool = Field(True, description="also evaluate the base weights (v0) before the first update")
+
+
 class EngineConfig(_Section):
     """Everything a run needs; recorded in RunStarted."""
 
@@ -405,6 +429,7 @@ class EngineConfig(_Section):
     reward: RewardConfig = RewardConfig()
     replay: ReplayConfig = ReplayConfig()
     trainer: TrainerConfig = TrainerConfig()
+    eval: EvalConfig = EvalConfig()
 
     def with_overrides(self, overrides: dict[str, Any]) -> "EngineConfig":
         """A copy with dotted-key overrides applied (``{"loop.max_envs": 5}``); ``None`` is ignored."""

@@ -44,6 +44,9 @@ CASES = {
     "designer": (["--model", "tiny:1", "--n", "2", "--batch", "2", "--max-new-tokens", "24", "--compare-tokens", "4"],
                  ["valid_first_try", "valid_after_repair", "accepted", "designer_tokens_per_s", "sampler_tokens_per_s",
                   "generate_tokens_per_s"]),
+    "selfplay_vs_fixed": (["--smoke"], ["arm_a_accuracy", "arm_b_accuracy", "arm_c_accuracy", "delta_a_c", "delta_b_c",
+                                        "delta_a_b", "arm_a_updates", "arm_b_updates", "arm_a_completion_tokens",
+                                        "arm_b_completion_tokens", "load_average_start"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
                           "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
 }

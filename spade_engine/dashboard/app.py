@@ -39,7 +39,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..archive.difficulty import DEFAULT_WINDOW
 from ..events.store import DataDir, open_event_log, resolve_run
-from .curves import training_curves
+from .curves import evaluation_curves, training_curves
 from .security import SafeJSONResponse, SecurityHeadersMiddleware, allowed_hosts as default_allowed_hosts
 from .sse import Hub, format_sse
 from .state import LiveState
@@ -217,6 +217,12 @@ def create_app(
     def training(window: Optional[int] = Query(None, ge=1, le=1_000_000)) -> dict[str, Any]:
         """Training curves from PolicyUpdated metrics (x: the policy version's step)."""
         return training_curves(view.policies(), window or live.window) | {"x_label": "policy version (step)"}
+
+    @app.get("/api/evaluations")
+    def evaluations() -> dict[str, Any]:
+        """Held-out accuracy per task (EvaluationCompleted) against policy version (x: its step)."""
+        rows, pols = locked(lambda: (view.evaluation_rows(), view.policies()))
+        return evaluation_curves(rows, pols)
 
     @app.get("/api/rejections")
     def rejections() -> list[dict[str, Any]]:

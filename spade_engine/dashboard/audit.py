@@ -24,10 +24,12 @@ from ..archive.difficulty import DEFAULT_WINDOW
 from ..archive.replay import replay_run
 from ..recorded import recorded_config_or_default
 from ..events.log import Cursor, EventLog
+from .curves import evaluation_curves, version_steps
+from .evaluations import evaluation_row
 from .security import spreadsheet_safe
 from .views import METRICS, RunView
 
-__all__ = ["Audit", "build_audit", "write_audit", "print_summary", "frontier_bucket", "BUCKETS"]
+__all__ = ["Audit", "build_audit", "write_audit", "print_summary", "frontier_bucket", "BUCKETS", "EVAL_COLUMNS"]
 
 #: frontier-band occupancy buckets (plain win rate), hardest first; the band itself comes from
 #: the run's ``reward.band_low``/``band_high``, the outer limits are the memory's negatives
@@ -45,6 +47,11 @@ ENV_COLUMNS = (
     "win_rate_hinted", "regret", "designer_reward", "frontier", "policy_version", "agent_policy_version",
     "document_source", "document_id", "code_sha256", "class_name", "proposed_at", "partition", "first_offset",
     "last_offset",
+)
+EVAL_COLUMNS = (
+    "evaluation_id", "suite", "task", "policy_version", "step", "items", "k", "temperature", "greedy", "correct",
+    "accuracy", "ci_low", "ci_high", "mean_score", "scoring_errors", "completion_tokens", "checkpoint_sha256", "model",
+    "seed", "producer", "occurred_at", "partition", "offset",
 )
 
 
@@ -83,6 +90,8 @@ class Audit:
     top_regret: list[dict[str, Any]]
     policies: list[dict[str, Any]]
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: EvaluationCompleted rows (:mod:`.evaluations`), in log order
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _window_of(view: RunView, size: int) -> dict[str, int]:
@@ -104,8 +113,12 @@ def build_audit(log: EventLog, *, until: int | str | None = None, window: int = 
                 e["frontier"] = frontier_bucket(e.get("win_rate_plain"), band)
             series = view.difficulty.rows()
             counts: dict[str, int] = {}
+            evaluations: list[dict[str, Any]] = []
             for rec in _replayed(log, result.cursor):
                 counts[rec.envelope.type] = counts.get(rec.envelope.type, 0) + 1
+                row = evaluation_row(rec)
+                if row is not None:
+                    evaluations.append(row)
             wins = _window_of(view, window)
             occ: dict[tuple[int, str], dict[str, int]] = {}
             for e in envs:
@@ -138,9 +151,16 @@ def build_audit(log: EventLog, *, until: int | str | None = None, window: int = 
                 counts=dict(sorted(counts.items())), band=band, window=window, series=series, envs=envs,
                 verdicts=view.verdicts(), rejections=view.rejections(), frontier=frontier, top_regret=top_rows,
                 policies=view.policies(), skipped={k: v for k, v in result.skipped.items() if v},
+                evaluations=_with_steps(evaluations, view.policies()),
             )
         finally:
             view.close()
+
+
+def _with_steps(rows: list[dict[str, Any]], policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Evaluation rows with the trainer step of their policy version (None: not a version of the run)."""
+    steps = version_steps(policies)
+    return [{**r, "step": steps.get(str(r.get("policy_version")))} for r in rows]
 
 
 def _replayed(log: EventLog, cursor: Cursor):
@@ -239,6 +259,22 @@ def _figures(a: Audit) -> list[tuple[str, Any]]:
                           yaxis={"autorange": "reversed"}, margin={"l": 200, "r": 10, "t": 40, "b": 30})
         figs.append(("fig-rejections", fig))
 
+    curves = evaluation_curves(a.evaluations, a.policies)
+    if curves["tasks"]:
+        fig = go.Figure()
+        for i, t in enumerate(curves["tasks"]):
+            fig.add_trace(go.Scatter(
+                x=t["x"], y=t["y"], mode="lines+markers", name=t["label"], text=t["versions"],
+                error_y={"type": "data", "symmetric": False, "array": [h - y for h, y in zip(t["ci_high"], t["y"])],
+                         "arrayminus": [y - lo for y, lo in zip(t["y"], t["ci_low"])]},
+                line={"color": palette[(i + 1) % len(palette)]},
+                hovertemplate="%{text} (step %{x}): %{y:.3f}<extra>%{fullData.name}</extra>",
+            ))
+        fig.update_layout(height=340, title="held-out accuracy per task vs policy version (95% interval)",
+                          xaxis_title="policy version (trainer step)", yaxis_title="accuracy", yaxis={"range": [-0.04, 1.04]},
+                          template="plotly_white", margin={"l": 40, "r": 10, "t": 40, "b": 30})
+        figs.append(("fig-evaluations", fig))
+
     scored = [e for e in a.envs if e.get("regret") is not None]
     if scored:
         fig = go.Figure(go.Scatter(
@@ -266,10 +302,10 @@ def render_html(a: Audit, generated_at: str) -> str:
 
     from .app import plotly_js_path
 
-    parts = []
+    by_id: dict[str, str] = {}
     for div_id, fig in _figures(a):
-        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
-                                 config={"displaylogo": False, "responsive": True}))
+        by_id[div_id] = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
+                                    config={"displaylogo": False, "responsive": True})
     until = "whole log" if a.until is None else f"until {a.until}"
     summary_rows = [
         {"k": "run", "v": a.run_id}, {"k": "events replayed", "v": f"{a.events} ({until})"},
@@ -289,6 +325,9 @@ def render_html(a: Audit, generated_at: str) -> str:
     top_cols = [("env_id", "env"), ("skill", "skill"), ("regret", "regret"), ("win_rate_plain", "win plain"),
                 ("win_rate_hinted", "win hinted"), ("designer_reward", "designer reward"), ("parents", "memory examples"),
                 ("repair_chain", "repair of"), ("used_by", "used as example by")]
+    eval_cols = [("suite", "suite"), ("task", "task"), ("policy_version", "version"), ("step", "step"), ("items", "items"),
+                 ("k", "k"), ("accuracy", "accuracy"), ("ci_low", "95% low"), ("ci_high", "95% high"),
+                 ("mean_score", "mean score"), ("model", "model"), ("producer", "by")]
     pol_cols = [("version", "version"), ("parent_version", "parent"), ("step", "step"), ("occurred_at", "at"),
                 ("checkpoint_sha256", "checkpoint sha256"), ("metrics", "metrics")]
     pols = [{**p, "metrics": ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -296,17 +335,19 @@ def render_html(a: Audit, generated_at: str) -> str:
     body = f"""<h1>spade-engine audit · {html.escape(a.run_id)}</h1>
 <p class="muted" id="generated">Generated {html.escape(generated_at)}</p>
 {_table([{"k": r["k"], "v": r["v"]} for r in summary_rows], [("k", ""), ("v", "")], "kv")}
-<h2>Difficulty evolution</h2>{parts[0]}
+<h2>Difficulty evolution</h2>{by_id["fig-difficulty"]}
 {_table(a.series, diff_cols)}
-<h2>Frontier-band occupancy</h2>{parts[1]}
+<h2>Frontier-band occupancy</h2>{by_id["fig-frontier"]}
 {_table(a.frontier, occ_cols)}
-<h2>Rejection reasons</h2>{parts[2] if a.rejections else '<p class="muted">no rejected environments</p>'}
+<h2>Rejection reasons</h2>{by_id.get("fig-rejections", '<p class="muted">no rejected environments</p>')}
 {_table(a.rejections, [("error_kind", "error kind"), ("failed_check", "failed check"), ("count", "environments")])}
-<h2>Top-regret environments and their lineage</h2>{parts[-1] if any(e.get("regret") is not None for e in a.envs) else ""}
+<h2>Top-regret environments and their lineage</h2>{by_id.get("fig-regret", "")}
 {_table(a.top_regret, top_cols)}
 <h2>Policy versions</h2>
 {_table(pols, pol_cols) if pols else '<p class="muted">no policy updates</p>'}
-<p class="muted">Tables: difficulty.csv (the series), environments.csv (every environment).</p>"""
+<h2>Held-out evaluation</h2>{by_id.get("fig-evaluations", "")}
+{_table(a.evaluations, eval_cols) if a.evaluations else '<p class="muted">no EvaluationCompleted events</p>'}
+<p class="muted">Tables: difficulty.csv (the series), environments.csv (every environment), evaluations.csv (every held-out result).</p>"""
     js = plotly_js_path().read_text(encoding="utf-8")
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>audit {html.escape(a.run_id)}</title>'
             f"<style>{_CSS}</style><script>{js}</script></head><body>\n{body}\n</body></html>\n")
@@ -321,6 +362,7 @@ def write_audit(a: Audit, out_dir: str | Path, *, generated_at: str | None = Non
         "report.html": render_html(a, stamp),
         "difficulty.csv": _csv(a.series, DIFFICULTY_COLUMNS),
         "environments.csv": _csv(a.envs, ENV_COLUMNS),
+        "evaluations.csv": _csv(a.evaluations, EVAL_COLUMNS),
     }
     written = []
     for name, text in files.items():
@@ -360,3 +402,7 @@ def print_summary(a: Audit, console: Any = None, *, max_rows: int = 20) -> None:
           [("env_id", "env"), ("skill", "skill"), ("regret", "regret"), ("win_rate_plain", "win plain"),
            ("designer_reward", "reward"), ("parents", "memory examples"), ("repair_chain", "repair of")])
     table("policy versions", a.policies, [("version", "version"), ("parent_version", "parent"), ("step", "step"), ("metrics", "metrics")])
+    if a.evaluations:
+        table("held-out evaluation", a.evaluations,
+              [("suite", "suite"), ("task", "task"), ("policy_version", "version"), ("step", "step"), ("items", "items"),
+               ("accuracy", "acc"), ("ci_low", "95% low"), ("ci_high", "95% high")])

@@ -11,6 +11,9 @@ curves from ``PolicyUpdated`` metrics.
 * :func:`training_curves` puts each policy version at its trainer step and gives every metric
   its ``PolicyUpdated`` recorded (loss, gradient norm, clip fraction, rewards, ...) with the
   rolling mean of the last ``window`` updates.
+* :func:`evaluation_curves` puts each ``EvaluationCompleted`` at the step of the policy version
+  it evaluated (``v0``, the base weights, at 0), one line per suite and task: held-out accuracy
+  with its 95% interval, on the same x axis as the training curves.
 
 Long runs are thinned for the page: at most ``max_points`` points per curve, every k-th point
 counted back from the newest (which is always kept); the rolling means are computed on every
@@ -25,7 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CURVE_METRICS", "env_order", "env_column", "rolling_mean", "thin", "env_curves", "training_curves",
-           "training_metric_order", "MAX_POINTS"]
+           "training_metric_order", "evaluation_curves", "version_steps", "MAX_POINTS"]
 
 #: the difficulty metrics charted per environment (same keys and labels as the windowed series)
 CURVE_METRICS = ("win_rate_plain", "win_rate_hinted", "regret", "designer_reward", "validation_pass_rate", "novelty")
@@ -156,3 +159,48 @@ def training_curves(policies: list[Mapping[str, Any]], window: int, *, max_point
         "metrics": metrics,
         "thinned": len(kept) < len(ordered),
     }
+
+
+def version_steps(policies: list[Mapping[str, Any]]) -> dict[str, int]:
+    """Policy version -> trainer step (``v0``, the base weights, is step 0)."""
+    out = {"v0": 0}
+    for p in policies:
+        if p.get("version") is not None:
+            out[str(p["version"])] = int(p.get("step") or 0)
+    return out
+
+
+def evaluation_curves(rows: list[Mapping[str, Any]], policies: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Held-out accuracy per task against policy version (:mod:`.evaluations` rows): per
+    ``suite/task`` label, points sorted by step with ``x`` (step), ``versions``, ``y`` (accuracy),
+    ``ci_low``/``ci_high``, ``items``, ``k`` and ``ids`` (evaluation ids). Rows of a version no
+    PolicyUpdated of the run names (an outside model) cannot be placed and are counted in
+    ``unplaced``."""
+    steps = version_steps(policies)
+    series: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    unplaced = 0
+    for r in rows:
+        step = steps.get(str(r.get("policy_version")))
+        if step is None:
+            unplaced += 1
+            continue
+        series.setdefault(str(r["label"]), []).append((step, r))
+    tasks = []
+    for label in sorted(series):
+        pts = sorted(series[label], key=lambda p: (p[0], int(p[1].get("offset") or 0)))
+        first = pts[0][1]
+        tasks.append({
+            "label": label,
+            "suite": first.get("suite"),
+            "task": first.get("task"),
+            "x": [s for s, _ in pts],
+            "versions": [str(r.get("policy_version")) for _, r in pts],
+            "y": [round(float(r["accuracy"]), _DIGITS) for _, r in pts],
+            "ci_low": [round(float(r["ci_low"]), _DIGITS) for _, r in pts],
+            "ci_high": [round(float(r["ci_high"]), _DIGITS) for _, r in pts],
+            "items": [int(r["items"]) for _, r in pts],
+            "k": [int(r["k"]) for _, r in pts],
+            "ids": [str(r.get("evaluation_id")) for _, r in pts],
+        })
+    return {"tasks": tasks, "points": sum(len(t["x"]) for t in tasks), "unplaced": unplaced,
+            "x_label": "policy version (step)"}

@@ -25,6 +25,7 @@ from ..archive.queries import get_environment, plays_of, policy_versions
 from ..archive.replay import open_projections
 from ..recorded import recorded_config_or_default
 from ..events.log import Cursor, EventLog, Record
+from .evaluations import EvaluationPoints
 
 __all__ = ["RunView", "EventCounts", "highlight_python", "highlight_css", "SORTS", "METRICS"]
 
@@ -127,7 +128,8 @@ class RunView:
         self.memory = self.projs.memory
         self.difficulty = self.projs.difficulty
         self.counts = EventCounts(self.state_dir / "counts.json")
-        self.projections = [*self.projs.all, self.counts]
+        self.evaluations = EvaluationPoints(self.state_dir / "evaluations.json")
+        self.projections = [*self.projs.all, self.counts, self.evaluations]
         self.engine = self.archive.engine
         self._add_lineage_indexes()
         #: where each projection's snapshot was when opened: older records are not re-applied
@@ -162,7 +164,7 @@ class RunView:
     def flush(self, cursor: Mapping[int, int], *, light: bool = False) -> None:
         """Snapshot the projections at ``cursor``; ``light`` only the archive and the counters
         (incremental writes), leaving the full-state memory and difficulty snapshots for later."""
-        names = {self.archive.name, self.counts.name} if light else {p.name for p in self.projections}
+        names = {self.archive.name, self.counts.name, self.evaluations.name} if light else {p.name for p in self.projections}
         self.flush_only(cursor, names)
 
     def flush_only(self, cursor: Mapping[int, int], names: set[str] | tuple[str, ...]) -> None:
@@ -200,6 +202,10 @@ class RunView:
     def series(self, rows: list[dict[str, Any]] | None = None, window: int | None = None) -> dict[str, Any]:
         return {"metrics": METRICS, "window": window or self.difficulty.window, "band": list(self.band),
                 "rows": self.difficulty.rows(window) if rows is None else rows}
+
+    def evaluation_rows(self) -> list[dict[str, Any]]:
+        """The run's EvaluationCompleted rows, in log order (see :mod:`.evaluations`)."""
+        return list(self.evaluations.rows)
 
     def policies(self) -> list[dict[str, Any]]:
         return [

@@ -49,13 +49,15 @@ class SeedEnv:
         return SEED_PREFIX + self.name
 
 
-def resolve_seed_spec(spec: str, *, needs_model: bool) -> str | None:
-    """The seed source a run uses: ``bundled``, a directory, or ``None`` for no seeds."""
+def resolve_seed_spec(spec: str, *, needs_model: bool, fixed_source: bool = False) -> str | None:
+    """The seed source a run uses: ``bundled``, a directory, or ``None`` for no seeds. ``auto``
+    means bundled for a backend with a model whose designer writes the environments (not for a
+    fixed environment source, ``loop.env_source``, where no designer prompt is written)."""
     spec = (spec or "").strip()
     if spec in ("", "none", "off"):
         return None
     if spec == "auto":
-        return "bundled" if needs_model else None
+        return "bundled" if needs_model and not fixed_source else None
     return spec
 
 

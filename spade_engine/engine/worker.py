@@ -380,7 +380,7 @@ class DesignerWorker:
             if max_envs is not None:
                 room = min(room, max_envs - n)
             room = max(0, min(room, self.ahead - (len(unfinished) - len(repairs))))
-            if room > 0 and not repairs:  # a level replay takes a new slot, as in the local loop
+            if room > 0 and not repairs and eng.proposer is None:  # a level replay takes a new slot, as in the local loop
                 eng.state.refresh(eng.log)  # the replay choice's basis: everything recorded so far
                 choice = choose_replay(eng.cfg, eng.state, policy_version=eng.ctx.policy.version)
                 if choice is not None:
@@ -393,6 +393,15 @@ class DesignerWorker:
                 continue
             if self.feed is not None:
                 self.feed.catch_up()
+            if eng.proposer is not None:  # a fixed environment source writes the new environments
+                for st in repairs:
+                    run_stage(eng.ctx, eng.state, st, "repair", self.emit)
+                for index in range(n, n + room):
+                    payload = eng.proposer(eng, index)
+                    self.emit(payload)
+                    self.stats.inputs += 1
+                    self.say(f"{payload.env_id}: proposed ({payload.skill}, difficulty {payload.difficulty})")  # type: ignore[attr-defined]
+                continue
             for payload, cause in design_batch(eng.ctx, eng.state, repairs=repairs, new_indices=list(range(n, n + room))):
                 self.emit(payload, cause)
                 self.stats.inputs += 1

@@ -6,5 +6,6 @@
 * :mod:`.runner`     running a policy on the items (batched; archive through the sandbox)
 * :mod:`.checkpoint` ``--run R --version V``: the PolicyUpdated checkpoint to load
 * :mod:`.recording`  where results are recorded, and reading them back
+* :mod:`.periodic`   the trainer's evaluation of its new weights every ``eval.every`` updates
 * :mod:`.cli`        the command
 """

@@ -172,6 +172,8 @@ def start(
     progress_every: Annotated[float, typer.Option("--progress-every", help="Seconds between progress lines when stdout is not a terminal.", min=0.1)] = 10.0,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
     seed_envs: Annotated[Optional[str], typer.Option("--seed-envs", metavar="bundled|DIR|none|auto", help="Seed archive recorded at the start of a new run (loop.seed_envs; auto = bundled with --model).", show_default=False)] = None,
+    env_source: Annotated[Optional[str], typer.Option("--env-source", help="Where new environments come from (loop.env_source, new runs): designer (default); reasoning-gym:TASK,...[?size=N&turns=T] (a fixed pool of wrapped reasoning-gym items); archive:RUN (a recorded run's accepted environments, with that run's model unless --model).", show_default=False)] = None,
+    eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="With --train: evaluate the new weights on the [eval] suites after every N-th update (eval.every; 0 = never).", show_default=False, min=0)] = None,
 ) -> None:
     """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
 
@@ -190,15 +192,25 @@ def start(
     b = check_backend(backend)
     root = resolve_data_dir(data_dir)
     boot = bootstrap_or_env(bootstrap)
+    from ..envsources import fixed_source_overrides, parse_env_source, source_run_policy
+
+    source_spec = parse_env_source(env_source) if env_source is not None else None  # bad text: before any work
     run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
-    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train}
+    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train,
+                             "eval.every": eval_every}
     if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
         flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
     if create:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs})
+        if source_spec is not None:
+            flags.update({"loop.env_source": env_source, **fixed_source_overrides(source_spec)})
+            if not model:
+                flags.update(source_run_policy(source_spec, data_dir=root, backend=b, bootstrap=boot))
         if model:
             flags.update({"policy.kind": "transformers", "policy.model": model})
         cfg = load_config(config, overrides=flags, preset=preset)
+        if source_spec is None and cfg.loop.env_source:  # from the config file, a preset or SPADE_LOOP__ENV_SOURCE
+            cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
     else:
         from ..events.store import open_event_log
 
@@ -212,10 +224,11 @@ def start(
         else:
             # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
             cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if model or seed is not None or config is not None or preset is not None or seed_envs is not None:
+            if (model or seed is not None or config is not None or preset is not None or seed_envs is not None
+                    or env_source is not None):
                 note(styled((
                     "resuming: the run keeps its recorded config (but for [sandbox], always local); "
-                    "--model/--seed/--preset/--seed-envs and --config's other sections are ignored", "yellow")))
+                    "--model/--seed/--preset/--seed-envs/--env-source and --config's other sections are ignored", "yellow")))
     verb = "starting new run" if create else "resuming run"
     note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
     if cfg.policy.kind != "procedural" and cfg.policy.model:
@@ -224,6 +237,10 @@ def start(
         engine = opened.engine
         if engine.trainer is not None:
             note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
+            if engine.trainer.evaluator is not None:
+                note(styled((f"held-out evaluation every {cfg.eval.every} update(s) on {', '.join(cfg.eval.suites)}", "dim")))
+        if cfg.loop.env_source:
+            note(styled((f"environments from {cfg.loop.env_source} (fixed source: the designer is not called)", "dim")))
         embedder = engine.ctx.embedder
         if embedder is not None:
             name = cfg.memory.embedding_model

@@ -161,7 +161,9 @@ def build_context(
             from ..engine.seed_archive import load_seed_envs, resolve_seed_spec
             from ..policy.registry import backend as policy_backend
 
-            spec = resolve_seed_spec(cfg.loop.seed_envs, needs_model=policy_backend(cfg.policy.kind).needs_model)
+            spec = resolve_seed_spec(
+                cfg.loop.seed_envs, needs_model=policy_backend(cfg.policy.kind).needs_model, fixed_source=bool(cfg.loop.env_source)
+            )
             kw["seed_envs"] = load_seed_envs(spec) if spec else []
         built.ctx = StageContext(
             run_id=log.run_id, cfg=cfg, policy=policy, corpus=corpus, tokenize=_tokenizer_of(policy), **kw  # type: ignore[arg-type]

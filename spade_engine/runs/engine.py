@@ -1,5 +1,8 @@
 """Opening a runnable engine for a run: its log, the stage context (:mod:`.context`), the live
-projections and, with ``trainer.enabled``, the in-process trainer.
+projections and, with ``trainer.enabled``, the in-process trainer (with ``eval.every`` > 0, its
+periodic held-out evaluator, :mod:`spade_engine.evaluation.periodic`, using the engine's policy).
+With ``loop.env_source`` set, new environments come from that fixed source
+(:mod:`spade_engine.envsources`) instead of the designer.
 
 :func:`open_engine` opens (or creates) a run and returns an :class:`OpenEngine` holding the
 :class:`~spade_engine.engine.loop.Engine` and everything that must be closed after it (sandbox
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..blobs import BlobStore
 from ..config import EngineConfig
@@ -20,6 +23,7 @@ from ..engine.corpus import Corpus
 from ..engine.loop import Engine, EngineLock
 from ..engine.state import RunState
 from ..errors import ConfigError
+from ..events.catalogue import EventPayload
 from ..events.errors import RunNotFound
 from ..events.store import DataDir, list_runs, new_run_id, open_event_log, resolve_run
 from ..policy.protocol import Policy
@@ -107,11 +111,22 @@ def open_engine(
     corpus: Corpus | None = None,
     projections: bool = True,
     parent_run_id: str | None = None,
+    proposer: Callable[[Engine, int], EventPayload] | None = None,
 ) -> OpenEngine:
-    """Open the run's log, sandbox pool, validator, memory and projections, and build the engine."""
+    """Open the run's log, sandbox pool, validator, memory and projections, and build the engine.
+
+    New environments come from ``proposer`` when given (curriculum replay), else from the
+    ``loop.env_source`` of the config (:mod:`spade_engine.envsources`), else from the designer."""
     require_trainable(cfg)
     closers: list[Any] = []
     try:
+        if proposer is None and cfg.loop.env_source:
+            from ..envsources import open_env_source
+
+            # built first: a source that cannot be built leaves no run behind
+            source = open_env_source(cfg, data_dir=data_dir)
+            closers.append(source.close)
+            proposer = source.propose
         run_dir = DataDir(data_dir).run_dir(run_id)
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = EngineLock(run_dir).acquire()
@@ -126,9 +141,20 @@ def open_engine(
         )
         closers.append(built.close)
         blobs = BlobStore(DataDir(data_dir).blobs_dir)
+        trainer = make_inprocess_trainer(cfg, log, blobs, data_dir=data_dir) if cfg.trainer.enabled else None
+        if trainer is not None and cfg.eval.every > 0:
+            from ..evaluation.periodic import PeriodicEvaluator, run_log_opener
+
+            # the engine's own policy: it loads each new version before the next environment anyway
+            trainer.evaluator = PeriodicEvaluator(
+                cfg.eval, log=log, blobs=blobs, policy=built.ctx.policy, pool=built.ctx.pool, sandbox=cfg.sandbox,
+                open_log=run_log_opener(data_dir, backend=cfg.log.backend, bootstrap=cfg.log.bootstrap),
+                model=cfg.policy.model,
+            )
+            closers.append(trainer.evaluator.close)
         engine = Engine(
             log=log, cfg=cfg, ctx=built.ctx, runner=built.runner, blobs=blobs, parent_run_id=parent_run_id,
-            trainer=make_inprocess_trainer(cfg, log, blobs, data_dir=data_dir) if cfg.trainer.enabled else None,
+            trainer=trainer, proposer=proposer,
         )
         return OpenEngine(engine=engine, run_id=run_id, run_dir=run_dir, created=create, closers=closers)
     except BaseException:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import SpadeError
-from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, PolicyUpdated
+from ..envsources.archive import recorded_curriculum
+from ..events.catalogue import EnvironmentProposed, PolicyUpdated
 from ..events.log import EventLog
 from ..events.store import new_run_id
 from ..recorded import recorded_config_or_default, with_local_sandbox
@@ -28,26 +29,6 @@ __all__ = ["recorded_curriculum", "retrain_run", "RetrainResult", "RetrainError"
 
 class RetrainError(SpadeError):
     """The run cannot be retrained (no accepted environments, no model...)."""
-
-
-def recorded_curriculum(log: EventLog) -> list[EnvironmentProposed]:
-    """The run's accepted environments, in the order they were accepted (seed environments
-    only when the run played them: a seed that was only validated was never trained on)."""
-    proposals: dict[str, EnvironmentProposed] = {}
-    out: list[EnvironmentProposed] = []
-    played: set[str] = set()
-    for rec in log.read():
-        t = rec.envelope.type
-        if t == EnvironmentProposed.TYPE:
-            ev = rec.envelope.event()
-            proposals[ev.env_id] = ev
-        elif t == EnvironmentValidated.TYPE:
-            ev = rec.envelope.event()
-            if ev.accepted and ev.env_id in proposals:
-                out.append(proposals.pop(ev.env_id))
-        elif t == "RolloutCompleted":
-            played.add(str(rec.envelope.payload.get("env_id")))
-    return [p for p in out if not p.designer.startswith("seed:") or p.env_id in played]
 
 
 @dataclass

@@ -156,14 +156,24 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
     if recorded is None:
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "log.partitions": partitions})
         cfg = load_config(config, overrides=flags)
+        if cfg.loop.env_source:  # a fixed source from the config: its implied settings, recorded
+            from ..envsources import fixed_source_overrides, parse_env_source
+
+            cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
     else:
         cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+    source = None
+    if cfg.loop.env_source:
+        from ..envsources import open_env_source
+
+        source = open_env_source(cfg, data_dir=root)  # before the log: a bad source leaves no run
     if log is None:
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot, create=True, partitions=cfg.log.partitions)
     built = None
     try:
         built = build_context(cfg, role="designer", log=log, data_dir=root)
-        engine = Engine(log=log, cfg=cfg, ctx=built.ctx, blobs=BlobStore(DataDir(root).blobs_dir))
+        engine = Engine(log=log, cfg=cfg, ctx=built.ctx, blobs=BlobStore(DataDir(root).blobs_dir),
+                        proposer=source.propose if source is not None else None)
         designer = DesignerWorker(engine, ahead=ahead, memory=built.feed, say=say)
         engine.stop_event = stop
         designer.stop_event = stop
@@ -225,5 +235,15 @@ def _trainer(log, cfg, root, stop, until_idle, say) -> None:
         temperature=cfg.policy.generation.temperature, producer="trainer", data_dir=root,
         on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
     )
-    published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)
+    from ..evaluation.periodic import standalone_evaluator
+
+    trainer.evaluator = standalone_evaluator(
+        cfg, log, trainer.blobs, base_model=trainer.base_model, data_dir=root,
+        on_result=lambda version, events: say(f"evaluated {version}: " + ", ".join(f"{e.task} {e.accuracy:.3f}" for e in events)),
+    )
+    try:
+        published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)
+    finally:
+        if trainer.evaluator is not None:
+            trainer.evaluator.close()
     say(f"stopped after {len(published)} updates")

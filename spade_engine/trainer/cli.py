@@ -59,6 +59,7 @@ def train_command(
     batch_groups: Annotated[Optional[int], typer.Option("--batch-groups", help="Groups per update (trainer.batch_groups).")] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="cpu, cuda, cuda:1 or auto (trainer.device).")] = None,
     no_flush: Annotated[bool, typer.Option("--no-flush", help="One-shot: do not train on a last partial batch.")] = False,
+    eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="Evaluate the new weights on the [eval] suites after every N-th update (eval.every; 0 = never).", min=0)] = None,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
@@ -70,7 +71,8 @@ def train_command(
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
-        overrides = {"trainer.learning_rate": lr, "trainer.batch_groups": batch_groups, "trainer.device": device}
+        overrides = {"trainer.learning_rate": lr, "trainer.batch_groups": batch_groups, "trainer.device": device,
+                     "eval.every": eval_every}
         cfg = run_config(log, config_file, overrides)
         base = base_model_of(log, cfg, model)
         blobs = BlobStore(resolve_data_dir(data_dir) / "blobs")
@@ -88,6 +90,15 @@ def train_command(
             log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.generation.temperature, on_update=report,
             data_dir=resolve_data_dir(data_dir),
         )
+        from ..evaluation.periodic import standalone_evaluator
+
+        def report_eval(version: str, events: list[Any]) -> None:
+            accs = ", ".join(f"{e.task} {e.accuracy:.3f}" for e in events)
+            say(f"{version} held-out: {accs}")
+
+        trainer.evaluator = standalone_evaluator(
+            cfg, log, blobs, base_model=base, data_dir=resolve_data_dir(data_dir), on_result=report_eval
+        )
         if trainer.resumed_from is not None:
             say(f"resuming {run_id} from {trainer.state.version} (consumed {trainer.state.consumed})")
         stop = threading.Event()
@@ -100,6 +111,8 @@ def train_command(
             published = trainer.updates
         finally:
             signal.signal(signal.SIGTERM, old)
+            if trainer.evaluator is not None:
+                trainer.evaluator.close()
         say(
             f"{len(published)} update(s); policy {trainer.state.version}; "
             f"already-trained groups skipped on resume: {trainer.assembler.already_trained}"

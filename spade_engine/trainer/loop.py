@@ -163,6 +163,10 @@ class Trainer:
         self.held = _Held()
         self.updates: list[PolicyUpdated] = []
         self.pad_id = 0
+        #: periodic held-out evaluation (``[eval]``): an object with ``catch_up(latest)``, called
+        #: once before the first read, and ``after_update(ev)``, called after each published update
+        #: (:class:`spade_engine.evaluation.periodic.PeriodicEvaluator`)
+        self.evaluator: Any = None
 
     def _restore_optimizer(self, version: str, ref: BlobRef) -> None:
         """Load version's optimizer state, if it was written by the same kind of trainer (plain
@@ -208,6 +212,8 @@ class Trainer:
         batch. ``follow``: keep waiting for new events until ``stop``/``idle_timeout``/``max_updates``.
         """
         published: list[PolicyUpdated] = []
+        if self.evaluator is not None:
+            self.evaluator.catch_up(self.resumed_from if not self.updates else self.updates[-1])
         source = (
             self.log.follow(self.position, stop=stop, idle_timeout=idle_timeout)
             if follow
@@ -274,6 +280,8 @@ class Trainer:
         self.updates.append(ev)
         if self.on_update is not None:
             self.on_update(ev)
+        if self.evaluator is not None:
+            self.evaluator.after_update(ev)
         return ev
 
     def _build(self, groups: list[Any]) -> tuple[list[TrainSample], BatchStats]:

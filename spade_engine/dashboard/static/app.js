@@ -12,7 +12,7 @@ const COUNTERS = [
   ["events_per_s", "events / s"], ["latest_regret", "regret (rolling)"], ["latest_win", "win plain (rolling)"],
 ];
 const S = { version: -1, seriesAt: 0, pendingRefresh: null, envPage: 0, envLimit: 50, selected: null,
-  series: null, training: null, window: initialWindow() };
+  series: null, training: null, evaluations: null, window: initialWindow() };
 
 function initialWindow() {
   const asked = parseInt(new URLSearchParams(location.search).get("window"), 10);
@@ -184,6 +184,39 @@ function renderTraining(data) {
   });
 }
 
+function renderEvaluations(data) {
+  S.evaluations = data;
+  const tasks = data.tasks || [];
+  const steps = tasks.flatMap((t) => t.x).concat(S.training ? S.training.x : []);
+  document.getElementById("eval-note").textContent = data.points
+    ? `${data.points} evaluation points on ${tasks.length} task(s) · x = policy version (trainer step; v0 = base weights at 0)` +
+      ` · error bars: 95% interval` + (data.unplaced ? ` · ${data.unplaced} result(s) of versions this run never trained not shown` : "")
+    : "no held-out evaluations yet (the trainer records EvaluationCompleted every eval.every updates; or run spade-engine eval --run)";
+  const traces = tasks.map((t, i) => ({
+    type: "scatter", mode: "lines+markers", name: plotText(t.label), x: t.x, y: t.y,
+    customdata: t.versions.map((v, j) => [plotText(v), t.items[j], t.k[j], t.ci_low[j], t.ci_high[j]]),
+    error_y: { type: "data", symmetric: false, array: t.ci_high.map((h, j) => h - t.y[j]), arrayminus: t.y.map((y, j) => y - t.ci_low[j]),
+      thickness: 1, width: 3, color: PALETTE[i % PALETTE.length] },
+    line: { width: 2, color: PALETTE[i % PALETTE.length] }, marker: { size: 7 },
+    hovertemplate: plotText(t.label) + " · %{customdata[0]} (step %{x}): %{y:.3f} [%{customdata[3]:.3f}, %{customdata[4]:.3f}]" +
+      " · %{customdata[1]} items × %{customdata[2]}<extra></extra>",
+  }));
+  const lo = steps.length ? Math.min(...steps) : 0, hi = steps.length ? Math.max(...steps) : 1;
+  const pad = Math.max(0.5, (hi - lo) * 0.03);
+  const layout = baseLayout("policy version (step)", [lo - pad, hi + pad]);
+  // version names as ticks, as on the training charts (v0 = the base weights at step 0)
+  const names = new Map([[0, "v0"]]);
+  if (S.training) S.training.x.forEach((x, i) => names.set(x, S.training.versions[i]));
+  tasks.forEach((t) => t.x.forEach((x, i) => names.set(x, t.versions[i])));
+  const ticks = [...new Set(steps)].sort((a, b) => a - b);
+  if (ticks.length <= 16) Object.assign(layout.xaxis, { tickmode: "array", tickvals: ticks, ticktext: ticks.map((x) => plotText(names.get(x))) });
+  layout.yaxis.range = [-0.04, 1.04];
+  layout.yaxis.title = { text: "accuracy", font: { size: 11 } };
+  Object.assign(layout.legend, { orientation: "v", x: 1.02, xanchor: "left", y: 1, yanchor: "top" });
+  if (!traces.length) emptyNote(layout, "no evaluations yet");
+  Plotly.react("chart-evaluations", traces, layout, PLOT_CONFIG);
+}
+
 // ---- live feed -----------------------------------------------------------------------------
 function feedRow(e, isNew) {
   return el("div", { class: "ev" + (isNew ? " new" : ""), "data-offset": e.offset, "data-type": e.type },
@@ -313,8 +346,9 @@ async function openEnv(id, scroll) {
 
 // ---- refresh & stream ----------------------------------------------------------------------
 async function refreshCharts() {
-  const [series, training] = await Promise.all([api("api/series", { window: S.window }), api("api/training", { window: S.window })]);
-  renderSeries(series); renderTraining(training);
+  const [series, training, evaluations] = await Promise.all([api("api/series", { window: S.window }),
+    api("api/training", { window: S.window }), api("api/evaluations")]);
+  renderSeries(series); renderTraining(training); renderEvaluations(evaluations);
 }
 async function refreshAll() {
   S.seriesAt = Date.now();

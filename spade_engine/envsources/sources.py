@@ -1,0 +1,90 @@
+"""The environment sources a run's engine proposes from instead of the designer.
+
+Each source is the engine's ``proposer`` (:attr:`spade_engine.engine.loop.Engine.proposer`): slot
+``index`` -> the ``EnvironmentProposed`` of that slot, a pure function of the source and the index
+(so a resumed run proposes the same environments). Sources cycle: slot ``index`` takes item
+``index mod len(items)``, so ``loop.max_envs`` beyond the pool makes further passes over it.
+
+* :class:`PoolSource`: a fixed pool of wrapped reasoning-gym items (:mod:`.rgpool`);
+  ``skill`` is the task, ``document`` names the item (``task/seed``, the id format evaluation
+  items use) and its generator, ``designer`` is ``reasoning-gym:<task>``;
+* :class:`ArchiveSource`: a recorded run's accepted environments (:mod:`.archive`): code,
+  skill, difficulty and document as recorded, ``designer`` ``archive:<run>/<env id>``.
+
+Neither writes a ``generation``: there are no designer tokens, so the trainer trains the agent
+only (the designer samples are counted as untokenised).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.pipeline import env_id_for
+from ..events.catalogue import EnvironmentProposed
+from .rgpool import Pool
+
+__all__ = ["PoolSource", "ArchiveSource"]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class PoolSource:
+    """Proposals from a :class:`~.rgpool.Pool` (see the module docstring)."""
+
+    pool: Pool
+    text: str
+
+    def propose(self, engine: Any, index: int) -> EnvironmentProposed:
+        items = self.pool.items
+        item = items[index % len(items)]
+        return EnvironmentProposed(
+            env_id=env_id_for(engine.run_id, index),
+            skill=item.task,
+            difficulty=0.5,
+            code=item.code,
+            code_sha256=_sha(item.code),
+            policy_version=engine.ctx.policy.version,
+            document=item.document(self.pool.generator),
+            prompt=(f"fixed pool {self.text}: item {item.item_id} (index {item.index} of the task), "
+                    f"pass {index // len(items) + 1} over {len(items)} items"),
+            designer=f"reasoning-gym:{item.task}",
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.text, **self.pool.describe()}
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class ArchiveSource:
+    """Proposals replaying a recorded run's accepted environments (see the module docstring)."""
+
+    run_id: str
+    curriculum: list[EnvironmentProposed]
+
+    def propose(self, engine: Any, index: int) -> EnvironmentProposed:
+        old = self.curriculum[index % len(self.curriculum)]
+        return EnvironmentProposed(
+            env_id=env_id_for(engine.run_id, index),
+            skill=old.skill,
+            difficulty=old.difficulty,
+            code=old.code,
+            code_sha256=old.code_sha256,
+            policy_version=engine.ctx.policy.version,
+            document=old.document,
+            prompt=old.prompt,
+            designer=f"archive:{self.run_id}/{old.env_id}",
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": f"archive:{self.run_id}", "kind": "archive", "run": self.run_id, "items": len(self.curriculum)}
+
+    def close(self) -> None:
+        """Nothing to release."""
