@@ -6,7 +6,8 @@ The model is the catalogue's ``qwen2.5-coder-0.5b-instruct``, looked up where ``
 models fetch`` puts it: ``$SPADE_MODEL_CACHE/<name>/hf``, else ``<data dir>/models/<name>/hf``
 (data dir: ``$SPADE_DATA``, else ``./spade-data``). CI fetches it once into a cache directory
 outside the clone and points ``SPADE_MODEL_CACHE`` there, so later runs reuse it. Without the
-model the test is skipped with that instruction (it is the only reason to skip).
+model the test is skipped with that instruction (it is the only reason to skip), except in CI
+(``CI`` set), where a missing model fails it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def model_dir() -> Path | None:
 def policy():
     d = model_dir()
     if d is None:
+        if os.environ.get("CI"):  # CI fetches it in .ci/run: missing there is a failure, not a skip
+            pytest.fail(f"{MODEL} is not in SPADE_MODEL_CACHE={os.environ.get('SPADE_MODEL_CACHE')!r}: .ci/run fetches it")
         pytest.skip(
             f"{MODEL} is not fetched: run `spade-engine models fetch {MODEL}` (CI: fetch it once into a cache "
             "outside the clone and set SPADE_MODEL_CACHE to it)"
