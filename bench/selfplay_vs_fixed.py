@@ -82,7 +82,12 @@ def _say(msg: str) -> None:
 def base_overrides(a: argparse.Namespace) -> dict[str, Any]:
     return {
         "seed": a.seed, "policy.kind": "transformers", "policy.model": a.model,
-        "policy.generation.max_new_tokens": a.max_new_tokens, "policy.generation.temperature": 1.0,
+        # per role: the agent and the hint at --max-new-tokens (temperature 1.0, exploring), the
+        # designer at --designer-max-new-tokens (a designer cut at a few hundred tokens is a
+        # truncated completion, rejected before validation)
+        "policy.generation.agent.max_new_tokens": a.max_new_tokens, "policy.generation.agent.temperature": 1.0,
+        "policy.generation.hinter.max_new_tokens": a.max_new_tokens,
+        "policy.generation.designer.max_new_tokens": a.designer_max_new_tokens,
         "policy.transformers.device": "cpu",
         "loop.plays_per_env": a.plays, "loop.max_envs": a.max_envs, "loop.max_repairs": a.max_repairs, "loop.turn_limit": 4,
         "trainer.enabled": True, "trainer.lora": a.lora, "trainer.batch_groups": a.batch_groups, "trainer.device": "cpu",
@@ -181,7 +186,8 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=2, help="policy updates per training arm")
     ap.add_argument("--batch-groups", type=int, default=1, help="groups (environments with reward variance) per update")
     ap.add_argument("--plays", type=int, default=4, help="k plain (and k hinted) plays per environment")
-    ap.add_argument("--max-new-tokens", type=int, default=320, help="token budget per generation while training (designer code included)")
+    ap.add_argument("--max-new-tokens", type=int, default=320, help="token budget of an agent turn and of a hint while training")
+    ap.add_argument("--designer-max-new-tokens", type=int, default=2048, help="token budget of a designer completion (arm A)")
     ap.add_argument("--max-envs", type=int, default=40, help="most environments per arm")
     ap.add_argument("--max-repairs", type=int, default=1)
     ap.add_argument("--arm-seconds", type=float, default=1200.0, help="time budget of each training arm")
@@ -200,6 +206,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.smoke:
         a.model, a.updates, a.plays, a.max_new_tokens, a.max_envs, a.max_repairs = "tiny:0", 1, 2, 8, 2, 0
+        a.designer_max_new_tokens = 8
         a.arm_seconds, a.pool_size, a.eval_size, a.eval_max_new_tokens, a.eval_batch = 300.0, 3, 2, 8, 8
         a.train_tasks, a.eval_tasks, a.lr = ["chain_sum"], ["gcd", "leg_counting"], 1e-3
     overlap = set(a.train_tasks) & set(a.eval_tasks)
