@@ -1,10 +1,11 @@
 """The seed archive: complete, valid environments a run starts from (``loop.seed_envs``).
 
 A cold start with a small model fails when the designer sees only a skeleton: it copies the
-skeleton, ``...`` bodies included. The bundled seed archive (``seed_envs/``, 22 environments in
-the SPADE format across the engine's 7 skills, each with hidden state, partial rewards where
-sensible and a ``solution()``, two of them long-horizon with their own max_turns of 30 and 40)
-gives it complete code to learn the format from.
+skeleton, ``...`` bodies included. The bundled seed archive (``seed_envs/``, 40 environments in
+the SPADE format across all 16 skills of the engine set, two to four per skill, each with hidden
+state or a tight budget, partial rewards where sensible and a ``solution()``, two of them
+long-horizon with their own max_turns of 30 and 40) gives it complete code to learn the format
+from.
 
 A seed is recorded like any environment: an ``EnvironmentProposed`` with
 ``designer="seed:<name>"`` and env id ``<run>-s<index>``, then validated by the normal stages, so

@@ -1,8 +1,8 @@
 """The skill sets a designer can be asked to exercise.
 
 * ``engine`` (default): the 16 skill families of the procedural simulation; the bundled seed
-  archive covers the first 7 (arithmetic, sequence, number_search, code_trace, unit_convert,
-  tool_use, sort_swaps) and the bundled corpus grounds all of them through their domains.
+  archive has two to four environments for each of them and the bundled corpus grounds all of
+  them through their domains.
 * ``cognitive``: the 9 cognitive skills of the public SPADE release (Pattern Recognition,
   Logical Deduction, Strategic Planning, Mathematical Reasoning, Spatial Reasoning, Causal
   Inference, Memory Recall, Optimization, Language Understanding), with the release's
