@@ -31,6 +31,10 @@ from trainer_driver import play_round, start_run
 REPO = Path(__file__).resolve().parent.parent
 RUN = "run-20260101-000000-abcdef"
 CONFIG = """
+# the plays below are sampled at temperature 1.0 (TransformersPolicy.from_tiny): the trainer
+# scores them at the agent's temperature of the config
+[policy.generation.agent]
+temperature = 1.0
 [trainer]
 batch_groups = 2
 learning_rate = 0.01

@@ -80,7 +80,7 @@ def test_text_solution_is_replayed_from_its_boxed_answer(validator):
         ("x = 1\nclass Helper:\n    pass\n", "contract", "env_class", "no environment class"),
         (_env(SOLVABLE) + _env(SOLVABLE, "OtherEnv"), "contract", "env_class", "more than one"),
         ("import subprocess\n" + _env(SOLVABLE), "forbidden", "static_screen", "import subprocess"),
-        (_env(SOLVABLE).replace("random.Random(seed).randint", "random.randint"), "nondeterministic", "determinism", "reset with seed="),
+        (_env(SOLVABLE).replace("random.Random(seed).randint(1, 9)", "random.randint(1, 10**9)"), "nondeterministic", "determinism", "different observation"),
         (_env(SOLVABLE).replace('return ["\\\\boxed{%d}" % self.n]', 'return ["\\\\boxed{%d}" % (self.n + 1)]'), "unsolvable", "solution", "not success"),
         (_env(SOLVABLE).replace('ok = action.strip() == "\\\\boxed{%d}" % self.n', "ok = True"), "trivial", "not_trivial", "wins"),
         (_env(SOLVABLE).replace("class TestEnv:", "class TestEnv:\n    def __init__(self, size):\n        self.size = size"), "crash", "import", "size"),
