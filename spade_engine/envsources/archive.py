@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..events.catalogue import EnvironmentProposed, EnvironmentValidated
 from ..events.log import EventLog
 
-__all__ = ["recorded_curriculum"]
+__all__ = ["recorded_curriculum", "replayed_proposal"]
 
 
 def recorded_curriculum(log: EventLog) -> list[EnvironmentProposed]:
@@ -27,3 +27,19 @@ def recorded_curriculum(log: EventLog) -> list[EnvironmentProposed]:
         elif t == "RolloutCompleted":
             played.add(str(rec.envelope.payload.get("env_id")))
     return [p for p in out if not p.designer.startswith("seed:") or p.env_id in played]
+
+
+def replayed_proposal(old: EnvironmentProposed, *, env_id: str, policy_version: str, designer: str) -> EnvironmentProposed:
+    """A recorded environment proposed again in another run: the same code, skill, difficulty,
+    document and prompt, under a new id, policy version and ``designer`` (where it came from)."""
+    return EnvironmentProposed(
+        env_id=env_id,
+        skill=old.skill,
+        difficulty=old.difficulty,
+        code=old.code,
+        code_sha256=old.code_sha256,
+        policy_version=policy_version,
+        document=old.document,
+        prompt=old.prompt,
+        designer=designer,
+    )

@@ -70,18 +70,11 @@ class ArchiveSource:
     curriculum: list[EnvironmentProposed]
 
     def propose(self, engine: Any, index: int) -> EnvironmentProposed:
+        from .archive import replayed_proposal
+
         old = self.curriculum[index % len(self.curriculum)]
-        return EnvironmentProposed(
-            env_id=env_id_for(engine.run_id, index),
-            skill=old.skill,
-            difficulty=old.difficulty,
-            code=old.code,
-            code_sha256=old.code_sha256,
-            policy_version=engine.ctx.policy.version,
-            document=old.document,
-            prompt=old.prompt,
-            designer=f"archive:{self.run_id}/{old.env_id}",
-        )
+        return replayed_proposal(old, env_id=env_id_for(engine.run_id, index), policy_version=engine.ctx.policy.version,
+                                 designer=f"archive:{self.run_id}/{old.env_id}")
 
     def describe(self) -> dict[str, Any]:
         return {"source": f"archive:{self.run_id}", "kind": "archive", "run": self.run_id, "items": len(self.curriculum)}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import SpadeError
-from ..envsources.archive import recorded_curriculum
+from ..envsources.archive import recorded_curriculum, replayed_proposal
 from ..events.catalogue import EnvironmentProposed, PolicyUpdated
 from ..events.log import EventLog
 from ..events.store import new_run_id
@@ -85,17 +85,8 @@ def retrain_run(
 
         def replayed(engine: Engine, index: int) -> EnvironmentProposed:
             old = curriculum[index]
-            payload = EnvironmentProposed(
-                env_id=env_id_for(engine.run_id, index),
-                skill=old.skill,
-                difficulty=old.difficulty,
-                code=old.code,
-                code_sha256=old.code_sha256,
-                policy_version=engine.ctx.policy.version,
-                document=old.document,
-                prompt=old.prompt,
-                designer=f"replay:{old_log.run_id}/{old.env_id}",
-            )
+            payload = replayed_proposal(old, env_id=env_id_for(engine.run_id, index), policy_version=engine.ctx.policy.version,
+                                        designer=f"replay:{old_log.run_id}/{old.env_id}")
             if on_env is not None:
                 on_env(index, payload.env_id)
             return payload
