@@ -172,11 +172,7 @@ class StageContext:
 
     def settings(self, role: str) -> dict[str, Any]:
         """The generation settings of ``role`` as PolicyRequest fields."""
-        g = self.cfg.policy.generation.for_role(role)
-        return {
-            "max_new_tokens": g.max_new_tokens, "temperature": g.temperature, "top_p": g.top_p,
-            "stop": tuple(g.stop), "enable_thinking": g.enable_thinking,
-        }
+        return role_settings(self.cfg, role)
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
         """The policy's samples for ``requests`` (one batched call), timed into ``timings.policy``.
@@ -209,21 +205,23 @@ class StageContext:
             self.timings.embedding += time.perf_counter() - t0
 
 
+def role_settings(cfg: EngineConfig, role: str) -> dict[str, Any]:
+    """The generation settings of ``role`` (``[policy.generation.<role>]``) as PolicyRequest fields."""
+    g = cfg.policy.generation.for_role(role)
+    return {
+        "max_new_tokens": g.max_new_tokens, "temperature": g.temperature, "top_p": g.top_p,
+        "stop": tuple(g.stop), "enable_thinking": g.enable_thinking,
+    }
+
+
 def _role_defaults(req: PolicyRequest, cfg: EngineConfig) -> PolicyRequest:
-    """``req`` with every generation field it leaves unset taken from its role's section."""
+    """``req`` with every generation field it leaves unset (None, or no stop strings) taken from
+    its role's section."""
     try:
-        g = cfg.policy.generation.for_role(req.role)
+        settings = role_settings(cfg, req.role)
     except ValueError:
         return req  # a role without a section (an evaluation request) keeps the backend's settings
-    fill = {
-        k: v
-        for k, v in (("max_new_tokens", g.max_new_tokens), ("temperature", g.temperature), ("top_p", g.top_p))
-        if getattr(req, k) is None
-    }
-    if not req.stop and g.stop:
-        fill["stop"] = tuple(g.stop)
-    if req.enable_thinking is None and g.enable_thinking is not None:
-        fill["enable_thinking"] = g.enable_thinking
+    fill = {k: v for k, v in settings.items() if getattr(req, k) in (None, ()) and v not in (None, ())}
     return dataclasses.replace(req, **fill) if fill else req
 
 
