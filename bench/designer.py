@@ -226,6 +226,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--arms", default="current,baseline", help="which arms to run, in order")
+    ap.add_argument("--keep", default=None, metavar="DIR",
+                    help="keep each arm's data directory under DIR (to read the proposals with spade-engine audit)")
     args = ap.parse_args()
 
     def say(line: str) -> None:
@@ -250,7 +252,7 @@ def main() -> None:
         f"{time.perf_counter() - t0:.0f}s; load average {load()}")
     max_new = args.max_new_tokens or load_config(environ={}).policy.generation.designer.max_new_tokens
     arms: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-designer-") as tmp:
+    with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="bench-designer-")) as tmp:
         for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
             res = run_arm(policy, arm, n=args.n, batch=min(args.batch, args.n), max_new=max_new, seed=args.seed,
                           root=Path(tmp) / arm, say=say, baseline_batch=min(args.baseline_batch, args.n),

@@ -144,6 +144,8 @@ def test_a_run_records_the_seeds_shows_them_and_repairs_a_near_copy(tmp_path) ->
     first = props["abcdef-e00000"]
     shown = [k for k, p in seeds.items() if p["code"].strip() in first["prompt"]]
     assert shown and set(shown) <= set(first["parents"])
+    # ... of other skills than the one asked for (a small model copies a same-skill example)
+    assert all(seeds[k]["skill"] != first["skill"] for k in shown), (first["skill"], [seeds[k]["skill"] for k in shown])
     assert f"capped at {cfg.loop.turn_limit} turns" in first["prompt"]
 
     # the verbatim copy is a duplicate of the seed, sent back as a repair that says so

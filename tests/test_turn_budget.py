@@ -167,6 +167,9 @@ def test_common_stdlib_names_need_no_import(validator) -> None:
     both = NO_IMPORTS.replace("rng = random.Random(seed)", "rng = random.Random(seed)\n        _ = random() < 1.0")
     report = validator.validate("from random import random\n" + both)
     assert report.valid, report.detail
+    # a star import binds random (the function) over the module: both uses still work
+    report = validator.validate("from random import *\nfrom re import *\n" + both)
+    assert report.valid, report.detail
     missing = "from random import no_such_name\n" + NO_IMPORTS
     report = validator.validate(missing)
     assert not report.valid and "cannot import name 'no_such_name'" in report.detail

@@ -222,3 +222,29 @@ def test_preloaded_modules_are_usable_where_importing_them_would_be_forbidden():
     with SandboxPool(cfg.model_copy(update={"preload_modules": ["sympy"]})) as preloaded:
         assert Validator(preloaded).validate(src).valid
     assert wait_no_sandbox_processes(cfg) == []
+
+
+def test_a_crash_detail_quotes_the_line_of_the_environment_that_failed(validator) -> None:
+    # what a repair shows the designer: the exception, then where in its own code it happened
+    src = SOLVABLE.replace(
+        "        self.n = random.Random(seed).randint(1, 9)\n",
+        "        self.n = random.Random(seed).randint(1, 9)\n        self.items = self.CATALOGUE[self.n]\n",
+    )
+    report = validator.validate(src)
+    assert not report.valid and report.failed_check == "reset" and report.error_kind == "crash"
+    assert "AttributeError" in report.detail and "'CATALOGUE'" in report.detail
+    assert "(line 6 in reset: self.items = self.CATALOGUE[self.n])" in report.detail, report.detail
+
+
+def test_where_in_environment_reads_only_the_environment_frames() -> None:
+    from spade_engine.sandbox.pool import where_in_environment
+
+    trace = (
+        'Traceback (most recent call last):\n  File "/x/worker.py", line 10, in op_reset\n    obs = env.reset()\n'
+        '  File "<environment>", line 7, in reset\n    self._draw(rng)\n'
+        '  File "<environment>", line 12, in _draw\n    x = 1 / 0\nZeroDivisionError: division by zero\n'
+    )
+    assert where_in_environment(trace) == " (line 12 in _draw: x = 1 / 0)"
+    assert where_in_environment("") == "" and where_in_environment('File "/x.py", line 1, in f\n    y') == ""
+    long = 'File "<environment>", line 3, in step\n    ' + "z" * 500
+    assert where_in_environment(long).endswith("z...)") and len(where_in_environment(long)) < 220

@@ -208,6 +208,8 @@ _ADVICE: tuple[tuple[str, str], ...] = (
     (r"cannot import name|ImportError|ModuleNotFoundError|'builtin_function_or_method' object has no attribute",
      "Start the code with the lines import random and import re (import math if needed), with no from-import "
      "lines, and call random.Random(seed), re.search, math.sqrt through the modules."),
+    (r"object has no attribute '[A-Z][A-Z0-9_]*'",
+     "A constant the class uses is missing: define it in the class body (NAME = [...]) and use it as self.NAME."),
     (r"NameError: name '[A-Z_]+' is not defined",
      "A constant the class uses is missing: define it inside the class as a class attribute and use it as self.NAME."),
     (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)",
@@ -225,7 +227,7 @@ _ADVICE: tuple[tuple[str, str], ...] = (
      "An empty or garbage action must never win: only the correct command may return reward 1.0."),
     (r"different observations",
      "Use rng = random.Random(seed) in reset() for every random choice, never the global random module state."),
-    (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute",
+    (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute '(?![A-Z][A-Z0-9_]*')",
      "Initialise every attribute in __init__ before calling self.reset(), and do not name an attribute solution."),
     (r"must return \(observation, info\)|must return \(observation, reward",
      "reset() returns (observation, {}) and every path of step() returns (observation, reward, terminated, truncated, {})."),

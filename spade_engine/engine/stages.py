@@ -292,17 +292,17 @@ def propose_batch(ctx: StageContext, jobs: Sequence[DesignJob]) -> list[Environm
 
 def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str, env_id: str, index: int) -> list[CodeExample]:
     """Complete environments for the prompt of slot ``index``: one shared by the slot's batch
-    (so a prefix cache reuses it), then one of the slot's own skill when there is one."""
+    (so a prefix cache reuses it), then others drawn for the slot. None is of the slot's own
+    skill while other skills have examples: a small model shown an environment of the skill it
+    must write copies it (measured with the 0.5B: the same-skill example came back renamed)."""
     k = ctx.cfg.loop.prompt_examples
     if not pool or k <= 0:
         return []
+    other = [e for e in pool if e.skill != skill] or list(pool)
     batch = max(1, designer_batch(ctx.cfg, ctx.policy))
     shared = pool[derive_seed(ctx.seed, "examples", index // batch) % len(pool)]  # the same for the whole batch
-    chosen = [shared]
-    same = [e for e in pool if e.skill == skill and e.env_id != shared.env_id]
-    if k >= 2 and same:
-        chosen.append(same[derive_seed(ctx.seed, env_key(env_id), "example") % len(same)])
-    rest = [e for e in pool if e not in chosen]
+    chosen = [shared] if shared in other else []
+    rest = [e for e in other if e not in chosen]
     while len(chosen) < k and rest:
         chosen.append(rest.pop(derive_seed(ctx.seed, env_key(env_id), "example", len(chosen)) % len(rest)))
     return chosen

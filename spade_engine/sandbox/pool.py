@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import select
 import signal
 import subprocess
@@ -73,6 +74,21 @@ def _children(pid: int) -> list[int]:
                 except (OSError, ValueError, IndexError):
                     pass
         return out
+
+
+_ENV_FRAME = re.compile(r'File "<environment>", line (\d+), in (\w{1,80})\n {2,}([^\n]{1,400})')
+
+
+def where_in_environment(trace: str) -> str:
+    """`` (line N in fn: source)`` for the innermost frame of the environment's own code in a
+    worker's traceback (model text, clipped), or "": what a repair quotes so the designer sees
+    the exact line that failed."""
+    frames = _ENV_FRAME.findall(trace or "")
+    if not frames:
+        return ""
+    line, fn, src = frames[-1]
+    src = src.strip()
+    return f" (line {line} in {fn}: {src[:160]}{'...' if len(src) > 160 else ''})"
 
 
 class _Worker:
@@ -462,7 +478,7 @@ class Task:
         # the task may only blame the environment, never claim a sandbox fault
         kind = err.kind if err.kind in _TASK_ERROR_KINDS else ErrorKind.CRASH.value
         self.tainted = True
-        exc = EnvError(err.message, kind=kind)
+        exc = EnvError(err.message + where_in_environment(err.traceback), kind=kind)
         exc.traceback = err.traceback  # type: ignore[attr-defined]
         raise exc
 

@@ -181,11 +181,18 @@ def _tolerant_import(name: Any, globals: Any = None, locals: Any = None, fromlis
     """``__import__`` for environment code. ``from random import re`` or ``from math import
     random`` (a common name asked of the wrong standard module) gets the common module or name
     instead of an ImportError; ``from random import random`` gets a module that is also the
-    function. Everything else is the real import (audit hook included)."""
+    function; ``from random import *`` does the same for the names it binds. Everything else is the
+    real import (audit hook included)."""
     module = _real_import(name, globals, locals, fromlist, level)
     if level == 0 and fromlist and isinstance(module, types.ModuleType):
         fix = {}
-        for n in fromlist:
+        names = list(fromlist)
+        if "*" in names:  # the names a star import binds: __all__, else the public ones
+            public = getattr(module, "__all__", None)
+            if not isinstance(public, (list, tuple)):
+                public = [k for k in vars(module) if not k.startswith("_")]
+            names += [n for n in public if type(n) is str]
+        for n in names:
             if type(n) is not str or n not in COMMON_NAMES:
                 continue
             common = COMMON_NAMES[n]
