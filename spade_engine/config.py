@@ -175,9 +175,13 @@ class GenerationConfig(_Section):
 
     @property
     def temperature(self) -> float:
-        """The agent's sampling temperature: what the trainer scores tokens with by default
-        (``trainer.temperature`` overrides it)."""
+        """The agent's sampling temperature."""
         return self.agent.temperature
+
+    def trained_temperatures(self) -> dict[str, float]:
+        """The temperature each trained role samples at (``agent``, ``designer``): what the
+        trainer scores that role's tokens with (``trainer.temperature`` overrides both)."""
+        return {"agent": self.agent.temperature, "designer": self.designer.temperature}
 
 
 #: flat keys of the first config schema -> their section in the split one (upcast on read)

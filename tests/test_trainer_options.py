@@ -41,6 +41,28 @@ def test_chunked_scoring_matches_full_scoring_and_gradients():
     assert torch.allclose(g1, g2, atol=1e-5)
 
 
+
+def test_each_row_is_scored_at_its_roles_temperature():
+    # designer and agent samples of one micro-batch, sampled at different temperatures
+    from spade_engine.config import load_config
+    from spade_engine.trainer.update import row_temperatures
+
+    model, _ = build_tiny_model(seed=0)
+    ids = torch.randint(0, 259, (2, 29), generator=torch.Generator().manual_seed(1))
+    per_row = token_logprobs(model, ids, None, temperature=torch.tensor([0.6, 1.3]), chunk=8)
+    assert torch.allclose(per_row[0], token_logprobs(model, ids[:1], None, temperature=0.6)[0], atol=1e-5)
+    assert torch.allclose(per_row[1], token_logprobs(model, ids[1:], None, temperature=1.3)[0], atol=1e-5)
+    assert not torch.allclose(per_row[1], token_logprobs(model, ids[1:], None, temperature=0.6)[0], atol=1e-3)
+    greedy = token_logprobs(model, ids, None, temperature=torch.tensor([0.0, 1.0]))
+    assert torch.allclose(greedy, token_logprobs(model, ids, None, temperature=1.0), atol=1e-5)
+
+    agent, designer = _samples(1)[0], TrainSample(**{**_samples(1)[0].__dict__, "role": "designer"})
+    temps = {"agent": 0.6, "designer": 1.3}
+    assert row_temperatures([agent, agent], temps) == 0.6 and row_temperatures([agent], 0.9) == 0.9
+    assert row_temperatures([agent, designer], temps).tolist() == pytest.approx([0.6, 1.3])
+    cfg = load_config(overrides={"policy.generation.designer.temperature": 1.3})
+    assert cfg.policy.generation.trained_temperatures() == {"agent": 0.6, "designer": 1.3}
+
 def test_gradient_checkpointing_gives_the_same_update():
     results = []
     for ckpt in (False, True):

@@ -96,7 +96,7 @@ def make_inprocess_trainer(cfg: EngineConfig, log: Any, blobs: BlobStore, *, dat
     from ..trainer.loop import Trainer
 
     return Trainer(
-        log, blobs=blobs, config=cfg.trainer, base_model=cfg.policy.model, temperature=cfg.policy.generation.temperature,
+        log, blobs=blobs, config=cfg.trainer, base_model=cfg.policy.model, temperature=cfg.policy.generation.trained_temperatures(),
         data_dir=data_dir,
     )
 

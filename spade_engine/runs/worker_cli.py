@@ -232,7 +232,7 @@ def _trainer(log, cfg, root, stop, until_idle, say) -> None:
 
     trainer = Trainer(
         log, blobs=BlobStore(DataDir(root).blobs_dir), config=cfg.trainer, base_model=cfg.policy.model or "tiny",
-        temperature=cfg.policy.generation.temperature, producer="trainer", data_dir=root,
+        temperature=cfg.policy.generation.trained_temperatures(), producer="trainer", data_dir=root,
         on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
     )
     from ..evaluation.periodic import standalone_evaluator

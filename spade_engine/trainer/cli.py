@@ -87,7 +87,7 @@ def train_command(
             )
 
         trainer = Trainer(
-            log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.generation.temperature, on_update=report,
+            log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.generation.trained_temperatures(), on_update=report,
             data_dir=resolve_data_dir(data_dir),
         )
         from ..evaluation.periodic import standalone_evaluator

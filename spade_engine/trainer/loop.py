@@ -30,7 +30,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +109,9 @@ class Trainer:
         config: the trainer section of the run config.
         base_model: model spec (``tiny[:SEED]``, local path, hub id) the run's v0 weights are.
         model, tokenizer: an already-built base model (tests); else loaded from ``base_model``.
-        temperature: the sampling temperature the policy records log-probs with.
+        temperature: the sampling temperature the policy records log-probs with: one number, or
+            one per trained role (``GenerationConfig.trained_temperatures()``);
+            ``trainer.temperature``, when set, overrides it for every role.
         data_dir: where a catalogue model name in ``base_model`` is looked up (its model cache).
     """
 
@@ -121,7 +123,7 @@ class Trainer:
         config: TrainerConfig,
         base_model: str,
         model: Any = None,
-        temperature: float = 1.0,
+        temperature: float | Mapping[str, float] = 1.0,
         producer: str = "trainer",
         on_update: Callable[[PolicyUpdated], None] | None = None,
         data_dir: Any = None,

@@ -2,7 +2,8 @@
 
 ``token_logprobs(model, input_ids)[b, t]`` is ``log p(input_ids[b, t+1] | input_ids[b, :t+1])``
 under ``softmax(logits / temperature)``, the same distribution the sampler records behaviour
-log-probs from. With ``chunk > 0`` the vocabulary projection runs over ``chunk`` positions at a
+log-probs from; ``temperature`` is one number, or a (B,) tensor of one per sequence (rows of
+different roles sampled at different temperatures). With ``chunk > 0`` the vocabulary projection runs over ``chunk`` positions at a
 time under activation checkpointing, so the (tokens x vocab) logits are never all in memory at
 once (what makes long sequences with 150k-token vocabularies fit in large micro-batches).
 """
@@ -29,10 +30,19 @@ def split_lm(model: Any) -> tuple[Any, Any] | None:
     return body, head
 
 
-def _gather_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temperature: float) -> torch.Tensor:
-    logits = head(hidden).float()
+def _scaled(logits: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
+    """``logits / temperature`` (per row for a tensor); a temperature <= 0 (greedy) leaves them as they are."""
+    if isinstance(temperature, torch.Tensor):
+        t = temperature.to(device=logits.device, dtype=logits.dtype)
+        t = torch.where(t > 0, t, torch.ones_like(t))
+        return logits / t.view(-1, *([1] * (logits.dim() - 1)))
     if temperature > 0 and temperature != 1.0:
-        logits = logits / temperature
+        return logits / temperature
+    return logits
+
+
+def _gather_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temperature: float | torch.Tensor) -> torch.Tensor:
+    logits = _scaled(head(hidden).float(), temperature)
     # log_softmax(x)[y] = x[y] - logsumexp(x): avoids materialising the full log_softmax
     return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
 
@@ -42,7 +52,7 @@ def token_logprobs(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     *,
-    temperature: float = 1.0,
+    temperature: float | torch.Tensor = 1.0,
     chunk: int = 0,
 ) -> torch.Tensor:
     """(B, T-1) log-probs of ``input_ids[:, 1:]``; padding positions hold garbage (mask them).
@@ -52,9 +62,7 @@ def token_logprobs(
     targets = input_ids[:, 1:]
     parts = split_lm(model)
     if parts is None:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
-        if temperature > 0 and temperature != 1.0:
-            logits = logits / temperature
+        logits = _scaled(model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float(), temperature)
         return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
     body, head = parts
     hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state[:, :-1]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
+from typing import Union
 
 import torch
 
@@ -90,7 +92,22 @@ def _scatter(rows: list[torch.Tensor], mb: list[TrainSample], like: torch.Tensor
     return out
 
 
-def _score(model, samples: list[TrainSample], cfg: TrainerConfig, tm: TrainModel, temperature: float, pad_id: int) -> dict[int, torch.Tensor]:
+#: one temperature for every sample, or one per role (``{"agent": 0.6, "designer": 1.0}``)
+Temperature = Union[float, Mapping[str, float]]
+
+
+def row_temperatures(mb: list[TrainSample], temperature: Temperature) -> float | torch.Tensor:
+    """What to score micro-batch ``mb`` with: the one temperature, or a (B,) tensor of each
+    sample's role temperature (a role missing from the mapping is scored at 1.0)."""
+    if not isinstance(temperature, Mapping):
+        return float(temperature)
+    values = [float(temperature.get(s.role, 1.0)) for s in mb]
+    if len(set(values)) == 1:
+        return values[0]
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def _score(model, samples: list[TrainSample], cfg: TrainerConfig, tm: TrainModel, temperature: Temperature, pad_id: int) -> dict[int, torch.Tensor]:
     """Completion-token log-probs of every sample under ``model``, without gradients."""
     out: dict[int, torch.Tensor] = {}
     index = {id(s): i for i, s in enumerate(samples)}
@@ -98,13 +115,13 @@ def _score(model, samples: list[TrainSample], cfg: TrainerConfig, tm: TrainModel
         for mb in micro_batches(samples, cfg):
             ids, attn, _, _ = _pack(mb, pad_id, tm.device)
             with tm.autocast():
-                lp = token_logprobs(model, ids, attn, temperature=temperature, chunk=cfg.logits_chunk).float()
+                lp = token_logprobs(model, ids, attn, temperature=row_temperatures(mb, temperature), chunk=cfg.logits_chunk).float()
             for s, row in zip(mb, _completion(lp, mb)):
                 out[index[id(s)]] = row.detach()
     return out
 
 
-def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature: float = 1.0, pad_id: int = 0) -> dict[str, float]:
+def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature: Temperature = 1.0, pad_id: int = 0) -> dict[str, float]:
     """``epochs x minibatches`` optimizer steps on ``samples``; returns the update's metrics.
     Statistics stay on the device until the end (one host sync per update, not per micro-batch)."""
     cfg = tm.cfg
@@ -128,7 +145,7 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
                 ids, attn, mask, beh = _pack(mb, pad_id, dev)
                 adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=dev)
                 with tm.autocast():
-                    lp = token_logprobs(tm.module, ids, attn, temperature=temperature, chunk=cfg.logits_chunk)
+                    lp = token_logprobs(tm.module, ids, attn, temperature=row_temperatures(mb, temperature), chunk=cfg.logits_chunk)
                 lp = lp.float()
                 if old_rows is None:
                     old = lp.detach()
