@@ -196,7 +196,8 @@ def main() -> None:
     ap.add_argument("--eval-tasks", nargs="+", default=list(EVAL_TASKS), help="held-out tasks (neither arm trains on them)")
     ap.add_argument("--eval-size", type=int, default=20)
     ap.add_argument("--eval-seed", type=int, default=0)
-    ap.add_argument("--eval-max-new-tokens", type=int, default=160)
+    ap.add_argument("--eval-max-new-tokens", type=int, default=384,
+                    help="answer budget per held-out item (the 0.5B's answers run to 200-250 tokens: at 160 every one was cut)")
     ap.add_argument("--eval-batch", type=int, default=10)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--micro-batch", type=int, default=4)
