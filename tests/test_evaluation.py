@@ -462,3 +462,40 @@ def test_cli_archive_suite_with_the_procedural_policy(archived_run):
         assert [msgspec.to_builtins(e) for e in read_evaluations(log)] == doc["results"]
     finally:
         log.close()
+
+
+def test_each_task_is_reported_when_its_last_item_is_scored():
+    tasks = rg(size=3)
+    seen: list[tuple[int, str, int, int]] = []
+    policy = Scripted(oracle)
+    res = evaluate(policy, tasks, EvalSettings(batch_size=4),
+                   on_task_done=lambda i, r: seen.append((i, r.task.task, r.score.items, len(policy.calls))))
+    # in order, once each, complete, and as soon as possible: gcd's 3 items end in the first batch of 4
+    assert [(i, t, n) for i, t, n, _ in seen] == [(0, "gcd", 3), (1, "basic_arithmetic", 3), (2, "word_sorting", 3)]
+    assert [calls for *_, calls in seen] == [1, 2, 3]
+    assert all(r.score.accuracy == 1.0 for r in res)
+
+
+def test_an_interrupted_cli_eval_keeps_the_tasks_it_finished(tmp_path, monkeypatch):
+    # the policy dies on the second task: the first task's result is already in the log
+    import spade_engine.evaluation.cli as eval_cli
+
+    class DiesOnLcm(Scripted):
+        def generate(self, requests):
+            if any(r.context["eval"]["task"] == "lcm" for r in requests):
+                raise KeyboardInterrupt
+            return super().generate(requests)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(eval_cli, "build_policy", lambda *a, **k: DiesOnLcm(oracle))
+    data = tmp_path / "data"
+    res = _eval("reasoning-gym:gcd,lcm", "--model", "tiny:2", "--size", "2", "--batch-size", "2", data=data)
+    assert res.exit_code != 0
+    log = open_event_log(EVALUATIONS_RUN, data_dir=data)
+    try:
+        back = read_evaluations(log)
+    finally:
+        log.close()
+    assert [(e.task, e.items, e.accuracy) for e in back] == [("gcd", 2, 1.0)]

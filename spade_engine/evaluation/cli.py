@@ -213,31 +213,35 @@ def eval_command(
         from ..sandbox import SandboxPool
 
         pool = SandboxPool(cfg.sandbox)
-    try:
-        with _Progress(progress) as bar:
-            results = evaluate(
-                policy, tasks, settings, pool=pool, step_timeout_s=cfg.sandbox.step_timeout_s,
-                concurrency=cfg.sandbox.workers, on_progress=bar,
-            )
-    finally:
-        if pool is not None:
-            pool.close()
-        getattr(policy, "close", lambda: None)()
-
     evaluation_id = new_event_id()
-    events = [r.event(evaluation_id=evaluation_id, policy=info, settings=settings) for r in results]
     recorded_in = None
+    log = None
     if not no_record:
         target = target or (checkpoint.run_id if checkpoint is not None else EVALUATIONS_RUN)
         if target == EVALUATIONS_RUN:
             log = open_evaluations_log(root, backend=b, bootstrap=boot)
         else:
             log = open_event_log(target, data_dir=root, backend=b, bootstrap=boot)
-        try:
-            record(log, events)
-        finally:
-            log.close()
         recorded_in = target
+
+    def task_done(index: int, result: Any) -> None:  # recorded as it finishes: an interrupted run keeps it
+        if log is not None:
+            record(log, [result.event(evaluation_id=evaluation_id, policy=info, settings=settings)])
+
+    try:
+        with _Progress(progress) as bar:
+            results = evaluate(
+                policy, tasks, settings, pool=pool, step_timeout_s=cfg.sandbox.step_timeout_s,
+                concurrency=cfg.sandbox.workers, on_progress=bar, on_task_done=task_done,
+            )
+    finally:
+        if pool is not None:
+            pool.close()
+        getattr(policy, "close", lambda: None)()
+        if log is not None:
+            log.close()
+
+    events = [r.event(evaluation_id=evaluation_id, policy=info, settings=settings) for r in results]
 
     if as_json:
         doc = {

@@ -164,10 +164,16 @@ def _eval_context(task: EvalTask, index: int, seed: int, sample: int | None, ans
 
 
 def _reasoning_gym(
-    policy: Policy, tasks: Sequence[EvalTask], settings: EvalSettings, results: dict[int, TaskResult], progress: Progress
+    policy: Policy, tasks: Sequence[EvalTask], settings: EvalSettings, results: dict[int, TaskResult], progress: Progress,
+    finished: Callable[[int], None] = lambda ti: None,
 ) -> None:
     jobs = [(ti, item, j) for ti, task in enumerate(tasks) for item in task.items for j in range(settings.k)]
     done_items: dict[int, set[int]] = {ti: set() for ti in range(len(tasks))}
+    reported: set[int] = set()
+    for ti, task in enumerate(tasks):
+        if not task.items:
+            reported.add(ti)
+            finished(ti)
     for start in range(0, len(jobs), settings.batch_size):
         chunk = jobs[start : start + settings.batch_size]
         requests = [
@@ -198,6 +204,10 @@ def _reasoning_gym(
         for ti, n in per_task.items():  # generation time shared by the tasks in the batch
             results[ti].seconds += dt * n / len(chunk)
             progress(tasks[ti].label, len(done_items[ti]), len(tasks[ti].items))
+        for ti in per_task:
+            if len(done_items[ti]) == len(tasks[ti].items) and ti not in reported:
+                reported.add(ti)
+                finished(ti)
 
 
 class _Sampling:
@@ -292,9 +302,13 @@ def evaluate(
     step_timeout_s: float | None = None,
     concurrency: int = 1,
     on_progress: Progress | None = None,
+    on_task_done: Callable[[int, TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Score ``policy`` on every task (in order); archive tasks need a sandbox ``pool``."""
+    """Score ``policy`` on every task (in order); archive tasks need a sandbox ``pool``.
+    ``on_task_done(index, result)`` is called the moment a task's last item is scored (so a
+    caller can record it before the other tasks finish)."""
     progress: Progress = on_progress or (lambda task, done, total: None)
+    done: Callable[[int, TaskResult], None] = on_task_done or (lambda i, r: None)
     results = {i: TaskResult(task=t, score=TaskScore(k=settings.k)) for i, t in enumerate(tasks)}
     for i, t in enumerate(tasks):  # every item has a row, even one whose samples all fail
         results[i].score.item_correct = [0] * len(t.items)
@@ -303,11 +317,12 @@ def evaluate(
     rg = [i for i, t in enumerate(tasks) if t.dataset is not None]
     if rg:
         sub = {j: results[i] for j, i in enumerate(rg)}
-        _reasoning_gym(policy, [tasks[i] for i in rg], settings, sub, progress)
+        _reasoning_gym(policy, [tasks[i] for i in rg], settings, sub, progress, lambda j: done(rg[j], results[rg[j]]))
     for i, t in enumerate(tasks):
         if t.dataset is not None:
             continue
         if pool is None:
             raise EvaluationError(f"task {t.task} of {t.suite} plays environments and needs a sandbox pool")
         _archive(policy, t, settings, results[i], progress, pool, step_timeout_s=step_timeout_s, concurrency=concurrency)
+        done(i, results[i])
     return [results[i] for i in range(len(tasks))]
