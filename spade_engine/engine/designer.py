@@ -208,9 +208,7 @@ _ADVICE: tuple[tuple[str, str], ...] = (
     (r"cannot import name|ImportError|ModuleNotFoundError|'builtin_function_or_method' object has no attribute",
      "Start the code with the lines import random and import re (import math if needed), with no from-import "
      "lines, and call random.Random(seed), re.search, math.sqrt through the modules."),
-    (r"object has no attribute '[A-Z][A-Z0-9_]*'",
-     "A constant the class uses is missing: define it in the class body (NAME = [...]) and use it as self.NAME."),
-    (r"NameError: name '[A-Z_]+' is not defined",
+    (r"NameError: name '[A-Z_]+' is not defined|object has no attribute '[A-Z][A-Z0-9_]*'",
      "A constant the class uses is missing: define it inside the class as a class attribute and use it as self.NAME."),
     (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)",
      "The class must define all of __init__, reset, step and solution."),

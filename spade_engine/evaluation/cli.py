@@ -224,9 +224,12 @@ def eval_command(
             log = open_event_log(target, data_dir=root, backend=b, bootstrap=boot)
         recorded_in = target
 
+    finished: dict[int, Any] = {}
+
     def task_done(index: int, result: Any) -> None:  # recorded as it finishes: an interrupted run keeps it
+        finished[index] = result.event(evaluation_id=evaluation_id, policy=info, settings=settings)
         if log is not None:
-            record(log, [result.event(evaluation_id=evaluation_id, policy=info, settings=settings)])
+            record(log, [finished[index]])
 
     try:
         with _Progress(progress) as bar:
@@ -241,7 +244,7 @@ def eval_command(
         if log is not None:
             log.close()
 
-    events = [r.event(evaluation_id=evaluation_id, policy=info, settings=settings) for r in results]
+    events = [finished[i] for i in range(len(results))]
 
     if as_json:
         doc = {
