@@ -291,6 +291,16 @@ class LoopConfig(_Section):
     designer_batch: int | None = Field(
         None, ge=1, description="proposals per batched designer call (None: 4 for model backends, 1 for the simulation)"
     )
+    repair_shows_code: bool = Field(
+        True,
+        description="a repair request quotes the rejected code (true) or only the verdict and advice, asking for a "
+        "new attempt (false: a small model shown its own code tends to send it back unchanged)",
+    )
+    designer_format: Literal["standalone", "scaffold"] = Field(
+        "standalone",
+        description="what the designer writes: standalone = a whole environment class (reset, step, solution); "
+        "scaffold = a game on the engine's TextGame base class (setup, act, plan), recorded with the base inlined",
+    )
 
 
 class SandboxConfig(_Section):

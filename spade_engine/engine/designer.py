@@ -18,7 +18,7 @@ number of times; each repair is its own environment id and chain.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..archive.examples import MemoryExamples
@@ -37,6 +37,9 @@ __all__ = [
     "novelty_text",
     "contract_text",
     "DESIGNER_SYSTEM_PROMPT",
+    "CONTRACT_OPENING",
+    "ADVICE",
+    "SHARED_ADVICE",
 ]
 
 
@@ -61,7 +64,10 @@ DESIGNER_SYSTEM_PROMPT = (
     "solves your environment about half of the time and a privileged hint helps it a lot."
 )
 
-_CONTRACT = r"""Write an INTERACTIVE, MULTI-TURN Python environment (a text game) for a reasoning agent.
+#: how every contract of this engine starts (a repair recognises the engine's own prompts by it)
+CONTRACT_OPENING = "Write an INTERACTIVE, MULTI-TURN Python environment (a text game) for a reasoning agent"
+
+_CONTRACT = CONTRACT_OPENING + r""".
 
 HOW THE AGENT PLAYS
 - Every turn the agent replies with ONE action wrapped as \boxed{<action>}, for example \boxed{show 2}
@@ -126,7 +132,11 @@ def contract_text(turn_budget: int) -> str:
     return _CONTRACT.replace("__BUDGET__", str(int(turn_budget)))
 
 
-def _examples_text(code_examples: Sequence[CodeExample], ex: MemoryExamples) -> str:
+def _examples_text(
+    code_examples: Sequence[CodeExample], ex: MemoryExamples, display: Callable[[str], str] = str
+) -> str:
+    """The examples part of a prompt; ``display`` turns an archived environment's code into what
+    is shown (the scaffold prompt strips the inlined base class)."""
     parts = []
     if code_examples:
         parts.append(
@@ -140,14 +150,14 @@ def _examples_text(code_examples: Sequence[CodeExample], ex: MemoryExamples) -> 
         parts.append(
             f"ARCHIVED ENVIRONMENT {e.get('env_id')} (win rate {float(e.get('win_rate_plain', 0)):.2f}, regret "
             f"{float(e.get('regret', 0)):.2f}: at the agent's frontier; write something different that is as "
-            f"well calibrated):\n```python\n{_clip_code(str(e.get('code', '')))}\n```"
+            f"well calibrated):\n```python\n{_clip_code(display(str(e.get('code', ''))))}\n```"
         )
     for e in ex.negatives:
         w = float(e.get("win_rate_plain", 0))
         why = "too easy" if w > 0.6 else "too hard"
         parts.append(
             f"NEGATIVE EXAMPLE {e.get('env_id')} (win rate {w:.2f}: {why}; do not repeat its mistake):\n"
-            f"```python\n{_clip_code(str(e.get('code', '')), 900)}\n```"
+            f"```python\n{_clip_code(display(str(e.get('code', ''))), 900)}\n```"
         )
     if ex.neighbours:
         names = "; ".join(f"{e.get('env_id')}: {_class_names(str(e.get('code', '')))}" for e in ex.neighbours)
@@ -199,8 +209,8 @@ def designer_messages(
     return [{"role": "system", "content": DESIGNER_SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-#: (pattern in the failed check's detail, advice): targeted hints for the most common failures
-_ADVICE: tuple[tuple[str, str], ...] = (
+#: (pattern in the failed check's detail, advice) for any environment, standalone or scaffolded
+SHARED_ADVICE: tuple[tuple[str, str], ...] = (
     (r"NameError: name '[a-z_]\w*' is not defined",
      "A NameError is usually an f-string: inside f\"...\" the text {x} is evaluated as code, so "
      "f\"\\\\boxed{x}\" needs a variable x. Write the action format in a plain string, or double the braces: "
@@ -210,6 +220,13 @@ _ADVICE: tuple[tuple[str, str], ...] = (
      "lines, and call random.Random(seed), re.search, math.sqrt through the modules."),
     (r"NameError: name '[A-Z_]+' is not defined|object has no attribute '[A-Z][A-Z0-9_]*'",
      "A constant the class uses is missing: define it inside the class as a class attribute and use it as self.NAME."),
+    (r"probe action .* wins",
+     "An empty or garbage action must never win: only the correct command may return reward 1.0."),
+)
+
+#: targeted hints for the most common failures of a standalone environment
+ADVICE: tuple[tuple[str, str], ...] = (
+    *SHARED_ADVICE[:3],
     (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)",
      "The class must define all of __init__, reset, step and solution."),
     (r"solution\(\) returned|solution\(\) must return|gave no actions",
@@ -221,8 +238,7 @@ _ADVICE: tuple[tuple[str, str], ...] = (
      "drawn in reset(), with the same command words step() understands."),
     (r"RecursionError",
      "reset() must not call self.reset() (only __init__ calls it), and no method may call itself without end."),
-    (r"probe action .* wins",
-     "An empty or garbage action must never win: only the correct command may return reward 1.0."),
+    *SHARED_ADVICE[3:],
     (r"different observations",
      "Use rng = random.Random(seed) in reset() for every random choice, never the global random module state."),
     (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute '(?![A-Z][A-Z0-9_]*')",
@@ -233,8 +249,10 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 
 
 def repair_feedback(*, error_kind: str | None, failed_check: str | None, detail: str, nearest: str | None = None,
-                    max_new_tokens: int | None = None) -> str:
-    """What the designer is told about a rejected environment (the verdict, then advice)."""
+                    max_new_tokens: int | None = None, advice: Sequence[tuple[str, str]] = ADVICE,
+                    short_lines: int = 120) -> str:
+    """What the designer is told about a rejected environment (the verdict, then the first two
+    matching entries of ``advice``; a truncated one is asked for under ``short_lines`` lines)."""
     detail = detail.strip()[:800]
     if error_kind == "duplicate":
         near = f" {nearest}" if nearest else " an environment already in the archive"
@@ -247,15 +265,15 @@ def repair_feedback(*, error_kind: str | None, failed_check: str | None, detail:
         limit = f" at {max_new_tokens} tokens" if max_new_tokens else ""
         return (
             f"Your reply was cut off{limit} before the code was complete ({detail}). Write a shorter environment "
-            "(under 120 lines, no long comments, no explanation) in one ```python block."
+            f"(under {short_lines} lines, no long comments, no explanation) in one ```python block."
         )
-    advice = [text for pattern, text in _ADVICE if re.search(pattern, detail)]
+    hints = [text for pattern, text in advice if re.search(pattern, detail)]
     out = (
         f"The environment failed validation (error: {error_kind or 'unknown'}, check: {failed_check or 'unknown'}): "
         f"{detail}"
     )
-    if advice:
-        out += "\n\nHow to fix it: " + " ".join(advice[:2])
+    if hints:
+        out += "\n\nHow to fix it: " + " ".join(hints[:2])
     return out + "\n\nFix the problem and reply with the complete corrected code in one ```python block."
 
 
@@ -272,6 +290,9 @@ def repair_messages(
     detail: str,
     nearest: str | None = None,
     max_new_tokens: int | None = None,
+    advice: Sequence[tuple[str, str]] = ADVICE,
+    short_lines: int = 120,
+    show_code: bool = True,
 ) -> list[dict[str, str]]:
     """The request for a corrected environment, from the original ``messages`` (system + the
     designer prompt), the rejected ``completion`` and the verdict.
@@ -279,21 +300,28 @@ def repair_messages(
     For a prompt of this module the repair is compact: the contract, the document and the task
     again (not the examples, which small models copy), the rejected code, then the verdict and
     advice last, where the model reads them; a model shown its own reply as the previous turn
-    tends to repeat it. Other prompts get the conversation so far plus the verdict."""
+    tends to repeat it. With ``show_code`` false the rejected code is left out too and a new
+    attempt is asked for, warned by the verdict (a small model shown its own code sends it back
+    unchanged). Other prompts get the conversation so far plus the verdict."""
     feedback = repair_feedback(
-        error_kind=error_kind, failed_check=failed_check, detail=detail, nearest=nearest, max_new_tokens=max_new_tokens
+        error_kind=error_kind, failed_check=failed_check, detail=detail, nearest=nearest, max_new_tokens=max_new_tokens,
+        advice=advice, short_lines=short_lines,
     )
     msgs = [dict(m) for m in messages]
     prompt = msgs[-1]["content"] if msgs else ""
-    if not prompt.startswith(_CONTRACT[:60]) or _DOC_HEAD not in prompt:
+    if not prompt.startswith(CONTRACT_OPENING) or _DOC_HEAD not in prompt:
         return [*msgs, {"role": "assistant", "content": completion}, {"role": "user", "content": feedback}]
     head = prompt.split(_EXAMPLES_HEAD, 1)[0].split(_DOC_HEAD, 1)[0]
     tail = prompt.split(_DOC_HEAD, 1)[1]
-    code = extract_code(completion) if error_kind != "truncated" else None
-    rejected = (
-        f"\n\nYOUR PREVIOUS ENVIRONMENT (rejected):\n```python\n{code.strip()}\n```" if code else ""
-    )
-    user = f"{head}{_DOC_HEAD}{tail}{rejected}\n\nVERDICT\n{feedback}"
+    code = extract_code(completion) if error_kind != "truncated" and show_code else None
+    if code:
+        rejected = f"\n\nYOUR PREVIOUS ENVIRONMENT (rejected):\n```python\n{code.strip()}\n```"
+        user = f"{head}{_DOC_HEAD}{tail}{rejected}\n\nVERDICT\n{feedback}"
+    elif show_code or error_kind == "truncated":
+        user = f"{head}{_DOC_HEAD}{tail}\n\nVERDICT\n{feedback}"
+    else:  # a new attempt, warned by the verdict on the previous one (which is not shown)
+        user = (f"{head}{_DOC_HEAD}{tail}\n\nA PREVIOUS ATTEMPT WAS REJECTED (do not repeat its mistake)\n{feedback}"
+                .replace("Fix the problem and reply with the complete corrected code", "Write a new, complete version"))
     return [*msgs[:-1], {"role": "user", "content": user}]
 
 

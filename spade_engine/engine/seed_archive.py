@@ -1,11 +1,12 @@
 """The seed archive: complete, valid environments a run starts from (``loop.seed_envs``).
 
 A cold start with a small model fails when the designer sees only a skeleton: it copies the
-skeleton, ``...`` bodies included. The bundled seed archive (``seed_envs/``, 40 environments in
-the SPADE format across all 16 skills of the engine set, two to four per skill, each with hidden
-state or a tight budget, partial rewards where sensible and a ``solution()``, two of them
-long-horizon with their own max_turns of 30 and 40) gives it complete code to learn the format
-from.
+skeleton, ``...`` bodies included. The bundled seed archive (``seed_envs/``) gives it complete
+code to learn the format from: 40 standalone environments in the SPADE format across all 16
+skills of the engine set, two to four per skill, each with hidden state or a tight budget, partial
+rewards where sensible and a ``solution()``, two of them long-horizon with their own max_turns of
+30 and 40; and 7 games on the scaffold's ``TextGame`` base class (``sandbox/scaffold.py``), the
+examples of a ``loop.designer_format = "scaffold"`` prompt, recorded with the base inlined.
 
 A seed is recorded like any environment: an ``EnvironmentProposed`` with
 ``designer="seed:<name>"`` and env id ``<run>-s<index>``, then validated by the normal stages, so
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..sandbox.scaffold import inline
 
 __all__ = ["SeedEnv", "BUNDLED_DIR", "load_seed_envs", "resolve_seed_spec", "SEED_PREFIX", "MAX_SEED_CHARS"]
 
@@ -90,6 +92,7 @@ def load_seed_envs(spec: str) -> list[SeedEnv]:
                 difficulty = min(1.0, max(0.0, float(declared)))
             except ValueError:
                 pass
+        code = inline(code)  # a TextGame game is recorded with the base class it derives from
         out.append(
             SeedEnv(name=path.stem, skill=_header(code, "skill") or "seed", difficulty=difficulty, code=code,
                     source="bundled" if spec == "bundled" else str(path))

@@ -47,9 +47,11 @@ from ..events.catalogue import (
 )
 from ..archive.examples import MemoryExamples
 from ..sandbox.probes import garbage_actions
+from ..sandbox.scaffold import game_line_numbers, inline as inline_scaffold, is_scaffolded, strip as strip_scaffold
 from .bounds import bound_validated
 from .corpus import Corpus, truncate_tokens
 from .designer import (
+    ADVICE,
     CodeExample,
     declared_difficulty,
     designer_messages,
@@ -57,6 +59,7 @@ from .designer import (
     novelty_text,
     repair_messages,
 )
+from .designer_scaffold import SCAFFOLD_ADVICE, SCAFFOLD_MARK, SCAFFOLD_SHORT_LINES, scaffold_designer_messages
 from .garbage import run_garbage_probe
 from .hints import clean_hint, hint_messages
 from ..policy.protocol import Policy, PolicyRequest, Sample
@@ -260,7 +263,7 @@ class DesignJob:
 
 
 def _proposal(ctx: StageContext, job: DesignJob, sample: Sample) -> EnvironmentProposed:
-    code = extract_code(sample.text) or ""
+    code = inline_scaffold(extract_code(sample.text) or "")  # a TextGame game is recorded with its base class
     difficulty = declared_difficulty(code)
     return EnvironmentProposed(
         env_id=job.env_id,
@@ -296,6 +299,8 @@ def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str
     skill while other skills have examples: a small model shown an environment of the skill it
     must write copies it (measured with the 0.5B: the same-skill example came back renamed)."""
     k = ctx.cfg.loop.prompt_examples
+    scaffold = ctx.cfg.loop.designer_format == "scaffold"  # examples in the format the designer writes
+    pool = [e for e in pool if is_scaffolded(e.code) == scaffold] or list(pool)
     if not pool or k <= 0:
         return []
     other = [e for e in pool if e.skill != skill] or list(pool)
@@ -306,6 +311,11 @@ def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str
     while len(chosen) < k and rest:
         chosen.append(rest.pop(derive_seed(ctx.seed, env_key(env_id), "example", len(chosen)) % len(rest)))
     return chosen
+
+
+def prompt_builder(cfg: EngineConfig) -> Callable[..., list[dict[str, str]]]:
+    """The designer prompt of ``loop.designer_format``: a standalone environment or a TextGame game."""
+    return scaffold_designer_messages if cfg.loop.designer_format == "scaffold" else designer_messages
 
 
 def designer_batch(cfg: EngineConfig, policy: Any) -> int:
@@ -368,7 +378,7 @@ def design_job(
             skill, query_vec=qv, k=max(1, ctx.cfg.memory.neighbours), band=(ctx.cfg.reward.band_low, ctx.cfg.reward.band_high)
         )
     code_examples = _code_examples(ctx, examples_pool, skill=skill, env_id=env_id, index=index)
-    prompt_fn = ctx.designer_prompt or designer_messages
+    prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg)
 
     def build(ex: list[CodeExample], text: str) -> list[dict[str, str]]:
         return prompt_fn(
@@ -432,12 +442,16 @@ def repair_job(
 ) -> DesignJob:
     """The request sending a rejected candidate back to the designer with the verdict: the
     validator's failed check, a truncated completion, or a near-copy ("too close to X")."""
-    prompt_fn = ctx.designer_prompt or designer_messages
+    prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg)
     system = prompt_fn(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]
     base = [{"role": "system", "content": system}, {"role": "user", "content": failed.prompt}]
+    scaffold = SCAFFOLD_MARK in failed.prompt
     messages = repair_messages(
-        base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check, detail=_detail(verdict),
+        base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check,
+        detail=game_line_numbers(failed.code, _detail(verdict)),  # the lines of the code the designer wrote
         nearest=verdict.nearest_env_id, max_new_tokens=ctx.cfg.policy.generation.designer.max_new_tokens,
+        advice=SCAFFOLD_ADVICE if scaffold else ADVICE, short_lines=SCAFFOLD_SHORT_LINES if scaffold else 120,
+        show_code=ctx.cfg.loop.repair_shows_code,
     )
     doc = failed.document
     context = {
@@ -587,9 +601,11 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
 
 def code_lines(code: str) -> list[str]:
     """The lines of ``code`` that carry its logic: stripped, without blank lines, comments and
-    docstrings (a copy that only renames the class or drops the docstring keeps them)."""
+    docstrings (a copy that only renames the class or drops the docstring keeps them), and
+    without an inlined scaffold base class (every scaffolded game carries the same one)."""
     import ast
 
+    code = strip_scaffold(code)
     try:
         tree = ast.parse(code)
         doc_lines = set()

@@ -172,6 +172,7 @@ def start(
     progress_every: Annotated[float, typer.Option("--progress-every", help="Seconds between progress lines when stdout is not a terminal.", min=0.1)] = 10.0,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
     seed_envs: Annotated[Optional[str], typer.Option("--seed-envs", metavar="bundled|DIR|none|auto", help="Seed archive recorded at the start of a new run (loop.seed_envs; auto = bundled with --model).", show_default=False)] = None,
+    designer_format: Annotated[Optional[str], typer.Option("--designer-format", metavar="standalone|scaffold", help="What the designer writes (loop.designer_format, new runs): standalone = a whole environment class; scaffold = a game on the engine's TextGame base class (setup, act, plan), easier for small models.", show_default=False)] = None,
     env_source: Annotated[Optional[str], typer.Option("--env-source", help="Where new environments come from (loop.env_source, new runs): designer (default); reasoning-gym:TASK,...[?size=N&turns=T] (a fixed pool of wrapped reasoning-gym items); archive:RUN (a recorded run's accepted environments, with that run's model unless --model).", show_default=False)] = None,
     eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="With --train: evaluate the new weights on the [eval] suites after every N-th update (eval.every; 0 = never).", show_default=False, min=0)] = None,
 ) -> None:
@@ -201,7 +202,8 @@ def start(
     if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
         flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
     if create:
-        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs})
+        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs,
+                      "loop.designer_format": designer_format})
         if source_spec is not None:
             flags.update({"loop.env_source": env_source, **fixed_source_overrides(source_spec)})
             if not model:
@@ -225,10 +227,11 @@ def start(
             # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
             cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
             if (model or seed is not None or config is not None or preset is not None or seed_envs is not None
-                    or env_source is not None):
+                    or env_source is not None or designer_format is not None):
                 note(styled((
-                    "resuming: the run keeps its recorded config (but for [sandbox], always local); "
-                    "--model/--seed/--preset/--seed-envs/--env-source and --config's other sections are ignored", "yellow")))
+                    "resuming: the run keeps its recorded config (but for [sandbox], always local); --model/--seed/"
+                    "--preset/--seed-envs/--env-source/--designer-format and --config's other sections are ignored",
+                    "yellow")))
     verb = "starting new run" if create else "resuming run"
     note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
     if cfg.policy.kind != "procedural" and cfg.policy.model:

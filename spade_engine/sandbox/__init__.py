@@ -1,7 +1,8 @@
 """The sandbox for model-written environments: pre-forked isolated workers (``pool``), the worker
 process itself (``worker``), ``framing``, ``isolation`` layers, episode ``session``s, parent-side
 ``grading``, contract ``adapters`` and the Gymnasium view (``gym_env``), the ordered ``validator``
-checks, and the ``validate`` command (``cli``).
+checks, the ``scaffold`` base class a designer may build a game on (``textgame``), and the
+``validate`` command (``cli``).
 
     from spade_engine.sandbox import SandboxPool
     with SandboxPool(config.sandbox) as pool, pool.open_session(source) as s:

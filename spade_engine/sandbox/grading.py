@@ -103,11 +103,12 @@ def check_reward(result: StepResult, reward_range: tuple[float, float] = REWARD_
 def select_env_class(classes: Sequence[ClassInfo]) -> tuple[str | None, str]:
     """The environment class among a module's top-level classes, or (None, why not).
 
-    Candidates: classes whose name ends in ``Env`` or that derive from ``gym.Env``/``gymnasium.Env``.
-    A candidate that another candidate derives from (a helper base class) is not counted.
+    Candidates: classes whose name ends in ``Env`` or that derive from ``gym.Env``/``gymnasium.Env``
+    or from the scaffold's ``TextGame`` (``scaffold.py``). A candidate that another candidate
+    derives from (a helper base class) is not counted.
     """
     def is_gym_base(b: str) -> bool:
-        return b in ("gym.Env", "gymnasium.Env", "Env") or b.endswith(".Env")
+        return b in ("gym.Env", "gymnasium.Env", "Env", "TextGame") or b.endswith(".Env")
 
     cands = [c for c in classes if c.name.endswith("Env") or any(is_gym_base(b) for b in c.bases)]
     names = {c.name for c in cands}

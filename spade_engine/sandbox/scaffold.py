@@ -1,0 +1,81 @@
+"""The scaffold: an engine-provided base class (``TextGame``, in ``textgame.py``) that a designer
+may subclass instead of writing the whole reset/step/solution contract.
+
+A small model writing a standalone environment fails mostly on the contract, not the game
+(measured with Qwen2.5-Coder-0.5B: reset() returning None, reset() calling itself, a missing
+reset()). With the scaffold it writes only the game: ``setup(rng)`` draws the hidden state and
+returns the first observation, ``act(command)`` plays one command (the text inside ``\\boxed{}``,
+lowercased) and returns ``(text, reward, done)``, and ``plan()`` lists the winning commands.
+``TextGame`` does the rest: the turn count and the turn budget, the ``\\boxed{}`` parsing, a reply
+with no action, the (observation, info) and 5-tuple shapes, and ``solution()``.
+
+:func:`inline` puts the base class's source into a proposal that subclasses it, so the recorded
+code stays one standalone module that runs in the sandbox like any other environment (and in
+any copy of the archive, without this package). :func:`strip` takes it out again to show a
+designer the game only.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = [
+    "BASE_NAME", "BASE_SOURCE", "BEGIN", "END", "inline", "strip", "is_scaffolded", "subclasses_base", "game_line_numbers",
+]
+
+BASE_NAME = "TextGame"
+BASE_SOURCE = Path(__file__).with_name("textgame.py").read_text(encoding="utf-8")
+BEGIN = BASE_SOURCE.splitlines()[0]
+END = BASE_SOURCE.rstrip("\n").splitlines()[-1]
+
+_SUBCLASS = re.compile(rf"^class\s+\w+\s*\(\s*{BASE_NAME}\s*\)\s*:", re.M)
+_DEFINES_BASE = re.compile(rf"^class\s+{BASE_NAME}\b", re.M)
+_BLOCK = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
+
+
+def subclasses_base(code: str) -> bool:
+    """Whether ``code`` has a top-level class deriving from ``TextGame``."""
+    return bool(_SUBCLASS.search(code))
+
+
+def is_scaffolded(code: str) -> bool:
+    """Whether ``code`` carries the inlined base class."""
+    return BEGIN in code
+
+
+def inline(code: str) -> str:
+    """``code`` with the base class's source put before its first subclass of ``TextGame``;
+    ``code`` unchanged when it has no such subclass, already carries the base, or defines a
+    ``TextGame`` of its own."""
+    m = _SUBCLASS.search(code)
+    if m is None or is_scaffolded(code) or _DEFINES_BASE.search(code):
+        return code
+    return code[: m.start()] + BASE_SOURCE + "\n\n" + code[m.start():]
+
+
+def strip(code: str) -> str:
+    """``code`` without the inlined base class (the game as its designer wrote it)."""
+    if not is_scaffolded(code):
+        return code
+    out = _BLOCK.sub("", code, count=1)
+    return re.sub(r"\n{3,}", "\n\n\n", out)
+
+
+_LINE = re.compile(r"\(line (\d+) in ")
+
+
+def game_line_numbers(code: str, text: str) -> str:
+    """``text`` (a verdict quoting ``(line N in fn: ...)`` of the inlined ``code``) with the line
+    numbers of the game as its designer wrote it, which is what a repair shows; lines of the base
+    class itself are left as they are."""
+    if not is_scaffolded(code):
+        return text
+    start = code[: code.index(BEGIN)].count("\n") + 1  # the base's first line
+    size = (BASE_SOURCE + "\n\n").count("\n")  # the lines inline() added
+
+    def renumber(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        return f"(line {n - size if n >= start + size else n} in "
+
+    return _LINE.sub(renumber, text)
