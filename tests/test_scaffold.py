@@ -88,9 +88,9 @@ def test_a_game_validates_in_the_sandbox_with_the_base_doing_the_contract() -> N
             # no \boxed{}: the base answers, the game is not called, the turn counts
             assert s.step("I think it is 7")[:4] == (
                 "No action found: reply with one action written as \\boxed{action}.", 0.0, False, False)
-            # a bare string from act() is (text, 0.0, not done); commands are lowercased and spaced once
-            assert s.step("\\boxed{  DANCE  }")[:4] == ("Unknown command. Use weigh 1, weigh 2 or answer N.", 0.0, False, False)
-            assert s.step("\\boxed{Weigh   1}")[1] == 0.05
+            # a bare string from act() is (text, 0.0, not done); commands are trimmed and spaced once
+            assert s.step("\\boxed{  dance  }")[:4] == ("Unknown command. Use weigh 1, weigh 2 or answer N.", 0.0, False, False)
+            assert s.step("I weigh: \\boxed{weigh 2} no, \\boxed{weigh   1}")[1] == 0.05  # the last \\boxed{} counts
             # the turn budget (4 here, the game's own 6 capped) truncates the episode
             assert s.step("\\boxed{weigh 1}")[2:4] == (False, True)
         with pool.open_session(code) as s:
@@ -191,6 +191,8 @@ def test_a_scaffold_run_records_inlined_games_shows_games_and_repairs_with_game_
     repair_req = next(r for r in policy.requests if r.role == "designer" and "repair" in r.context)
     feedback = repair_req.messages[-1]["content"].split("VERDICT", 1)[1]
     assert "plan()" in feedback and "reset()" not in feedback
+    # ... and shows what each command of the replay got back, where plan() and act() disagree
+    assert "replay: '\\\\boxed{weigh 1}' -> 'Pile 1 has" in feedback and "'\\\\boxed{answer 0}' -> 'Wrong.' (0)" in feedback
     assert repair["repair_of"] == "abcdef-e00000" and verdicts["abcdef-e00000-r1"]["accepted"]
 
 

@@ -49,8 +49,8 @@ YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, with a one
 max_turns = N and constants as class attributes, and exactly these three methods:
 - setup(self, rng) -> str: draw the HIDDEN state with rng (rng.randint, rng.choice, rng.sample, rng.shuffle), store
   it on self, and return the first observation: the goal, the rules and the commands. Never the hidden values.
-- act(self, command) -> (text, reward, done): command is the text inside \boxed{}, lowercased, like "read 2";
-  split it with command.split(). Change the state and return what happened:
+- act(self, command) -> (text, reward, done): command is the text inside \boxed{} with its spaces trimmed, like
+  "read 2"; split it with command.split(). Change the state and return what happened:
     reward 1.0 with done True when the goal is reached;
     reward 0.0 with done True for a final wrong answer;
     a small reward (0.01 to 0.2) with done False for real progress (new information, a correct sub-result);
@@ -116,7 +116,7 @@ SCAFFOLD_ADVICE: tuple[tuple[str, str], ...] = (
      "plan() must return a list of command strings, like [\"read 1\", \"answer 42\"], that wins the game."),
     (r"not success|ended with reward",
      "Playing plan() through act() must end with reward 1.0 and done True: compute the commands from the hidden "
-     "state drawn in setup(), with the same command words act() understands (lowercase)."),
+     "state drawn in setup(), with the same command words (and letter case) act() compares with."),
     (r"RecursionError",
      "setup(), act() and plan() must not call reset(), step() or solution(), and no method may call itself."),
     (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute '(?![A-Z][A-Z0-9_]*')",

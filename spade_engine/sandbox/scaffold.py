@@ -5,7 +5,7 @@ A small model writing a standalone environment fails mostly on the contract, not
 (measured with Qwen2.5-Coder-0.5B: reset() returning None, reset() calling itself, a missing
 reset()). With the scaffold it writes only the game: ``setup(rng)`` draws the hidden state and
 returns the first observation, ``act(command)`` plays one command (the text inside ``\\boxed{}``,
-lowercased) and returns ``(text, reward, done)``, and ``plan()`` lists the winning commands.
+spaces trimmed) and returns ``(text, reward, done)``, and ``plan()`` lists the winning commands.
 ``TextGame`` does the rest: the turn count and the turn budget, the ``\\boxed{}`` parsing, a reply
 with no action, the (observation, info) and 5-tuple shapes, and ``solution()``.
 

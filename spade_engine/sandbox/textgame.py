@@ -25,7 +25,7 @@ class TextGame:
     def step(self, action):
         self.turn_count += 1
         found = _tg_re.findall(r"\\boxed\{([^{}]*)\}", str(action))
-        command = " ".join(found[-1].lower().split()) if found else ""
+        command = " ".join(found[-1].split()) if found else ""
         if command:
             text, reward, done = TextGame._outcome(self.act(command))
         else:

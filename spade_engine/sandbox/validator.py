@@ -396,8 +396,10 @@ class Validator:
             if len(actions) > run.turn_limit:
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution needs {len(actions)} turns, the turn limit is {run.turn_limit}")
             last: StepResult | None = None
+            replay: list[str] = []
             for i, action in enumerate(actions, 1):
                 last = run.step(run.iid, action)
+                replay.append(f"{_short(action)} -> {_short(last.observation, 90)} ({last.reward:g})")
                 problem = check_reward(last, self.reward_range)
                 if problem:
                     raise _Fail(ErrorKind.CONTRACT, f"seed {seed}, solution step {i}: {problem}")
@@ -405,7 +407,13 @@ class Validator:
                     break
             if last is None or not self._won(last):
                 got = "did not end" if last is None or not (last.terminated or last.truncated) else f"ended with reward {last.reward:g}"
-                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: replaying solution() ({len(actions)} actions) {got}, not success")
+                # what each action got back: the designer sees where its solution and its step() disagree
+                shown = replay if len(replay) <= 4 else [replay[0], "...", *replay[-3:]]
+                raise _Fail(
+                    ErrorKind.UNSOLVABLE,
+                    f"seed {seed}: replaying solution() ({len(actions)} actions) {got}, not success; "
+                    f"replay: {'; '.join(shown)}",
+                )
             if seed == run.seeds[0]:
                 run.solution_actions = list(actions)
             details.append(f"seed {seed}: solved in {i} step(s)")
