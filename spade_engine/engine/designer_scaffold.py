@@ -73,6 +73,8 @@ DO NOT (the most common reasons games are rejected)
 7. Use only names your class defines: an attribute is set in setup() before it is read (also in the first
    observation's text), and a constant is a class attribute of YOUR class. The examples' names (self.WORDS,
    self.swaps_left, ...) do not exist in your class.
+8. plan() returns exactly the commands act() accepts, with the same words and letter case: when act() checks
+   words[0] == "answer" and words[1] == str(self.total), plan() returns [..., f"answer {self.total}"].
 
 SELF-CHECK before you answer
 - Run setup() in your head, then play plan() through act(): does the last command return reward 1.0 and done True?
