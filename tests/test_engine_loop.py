@@ -159,6 +159,30 @@ def test_tiny_transformers_model_garbage_is_recorded(tmp_path):
         log.close()
 
 
+def test_start_designer_format_scaffold_is_recorded_and_prompts_for_a_game(tmp_path):
+    """`start --designer-format scaffold` records loop.designer_format and the designer is asked
+    for a TextGame game (its prompt is the scaffold's); a bad value is a clear error."""
+    from spade_engine.engine.designer_scaffold import SCAFFOLD_MARK
+
+    cfg = _toml(tmp_path / "cfg.toml", "[policy]\nmax_new_tokens = 16\n[loop]\nmax_repairs = 0\n")
+    data = tmp_path / "data"
+    res = runner.invoke(
+        app, ["start", "--model", "tiny:3", "--max-envs", "1", "--plays", "1", "--data-dir", str(data), "--config", str(cfg),
+              "--no-progress", "--seed-envs", "none", "--designer-format", "scaffold"]
+    )
+    assert res.exit_code == 0, res.output
+    log = open_event_log(DataDir(data).latest_run(), data_dir=data)
+    try:
+        by_type = records_by_type(log)
+    finally:
+        log.close()
+    assert by_type["RunStarted"][0].payload["config"]["loop"]["designer_format"] == "scaffold"
+    (proposed,) = by_type["EnvironmentProposed"]
+    assert SCAFFOLD_MARK in proposed.payload["prompt"]
+    res = runner.invoke(app, ["start", "--data-dir", str(tmp_path / "d2"), "--designer-format", "nope", "--no-progress"])
+    assert res.exit_code == 2 and "designer_format" in res.output
+
+
 def test_adaptive_designer_moves_toward_frontier_band(tmp_path):
     """Over a procedural run the adaptive designer's environments sit closer to the agent's
     frontier (a 0.5 plain win rate) than a fixed-difficulty control with the same seed.
