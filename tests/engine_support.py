@@ -1,4 +1,4 @@
-"""Helpers for the engine loop tests: checking a run's event chains."""
+"""Helpers for the engine loop tests: checking a run's event chains, and a scripted designer."""
 
 from __future__ import annotations
 
@@ -6,6 +6,45 @@ from collections import Counter
 from typing import Any
 
 from spade_engine.events.log import EventLog
+from spade_engine.policy.protocol import Sample
+
+
+class ScriptedDesigner:
+    """A Policy (a fake: it stands in for a model whose output the test must choose) that writes
+    ``first`` when asked for a new environment and ``repair`` when asked for a repair, a fixed
+    hint and a fixed action otherwise; it records every request."""
+
+    kind = "scripted"
+    trainable = False
+    version = "v0"
+
+    def __init__(self, first: str, repair: str, *, hint: str = "Read the observation.", action: str = "\\boxed{show 1}",
+                 preamble: str = ""):
+        self.first, self.repair, self.hint, self.action, self.preamble = first, repair, hint, action, preamble
+        self.requests: list[Any] = []
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            self.requests.append(r)
+            if r.role == "designer":
+                code = self.repair if "repair" in r.context else self.first
+                out.append(Sample(text=f"{self.preamble}```python\n{code}```\n"))
+            else:
+                out.append(Sample(text=self.hint if r.role == "hinter" else self.action))
+        return out
+
+    def load_version(self, version, checkpoint):
+        pass
+
+    def describe(self):
+        return {"kind": self.kind}
+
+    def tokenize(self, text):
+        return None
+
+    def close(self):
+        pass
 
 
 def records_by_type(log: EventLog) -> dict[str, list[Any]]:

@@ -5,18 +5,16 @@ game is repaired with advice about its own methods."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 
-from engine_support import records_by_type
+from engine_support import ScriptedDesigner, records_by_type
 from sandbox_support import fast_config
 from spade_engine.config import load_config
 from spade_engine.engine.designer_scaffold import SCAFFOLD_MARK, scaffold_designer_messages
 from spade_engine.engine.seed_archive import load_seed_envs
 from spade_engine.engine.stages import code_lines, copied_share
 from spade_engine.events.store import open_event_log
-from spade_engine.policy.protocol import Sample
 from spade_engine.runs.engine import open_engine
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import BASE_SOURCE, BEGIN, inline, is_scaffolded, strip, subclasses_base
@@ -122,47 +120,12 @@ def test_the_scaffold_prompt_states_the_base_the_budget_and_shows_games_without_
     assert user.index("EXAMPLE") < user.index("REFERENCE DOCUMENT") < user.index("TASK")
 
 
-class ScriptedGameDesigner:
-    """A Policy whose designer writes a TextGame game: a broken one first (act() falls through to
-    None), then the fixed one when asked for a repair; it records every request."""
-
-    kind = "scripted"
-    trainable = False
-    version = "v0"
-
-    def __init__(self) -> None:
-        self.requests: list[Any] = []
-
-    def generate(self, requests):
-        out = []
-        for r in requests:
-            self.requests.append(r)
-            if r.role == "designer":
-                game = GAME if "repair" in r.context else GAME.replace('f"answer {sum(self.piles)}"', '"answer 0"')
-                out.append(Sample(text=f"Here is the game.\n```python\n{game}```\n"))
-            elif r.role == "hinter":
-                out.append(Sample(text="Weigh both piles."))
-            else:
-                out.append(Sample(text="\\boxed{weigh 1}"))
-        return out
-
-    def load_version(self, version, checkpoint):
-        pass
-
-    def describe(self):
-        return {"kind": self.kind}
-
-    def tokenize(self, text):
-        return None
-
-    def close(self):
-        pass
-
-
 @pytest.mark.sandbox
 @pytest.mark.slow
 def test_a_scaffold_run_records_inlined_games_shows_games_and_repairs_with_game_advice(tmp_path) -> None:
-    policy = ScriptedGameDesigner()
+    # the designer writes a broken game first (plan() answers 0), the fixed one when asked for a repair
+    broken = GAME.replace('f"answer {sum(self.piles)}"', '"answer 0"')
+    policy = ScriptedDesigner(broken, GAME, hint="Weigh both piles.", action="\\boxed{weigh 1}", preamble="Here is the game.\n")
     cfg = load_config(overrides={
         "loop.seed_envs": "bundled", "loop.designer_format": "scaffold", "loop.max_envs": 1, "loop.plays_per_env": 1,
         "loop.max_repairs": 1, "sandbox.workers": 2,

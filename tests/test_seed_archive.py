@@ -6,18 +6,16 @@ the designer as a repair ("too close to X")."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pytest
 
-from engine_support import records_by_type
+from engine_support import ScriptedDesigner, records_by_type
 from sandbox_support import fast_config
 from spade_engine.config import load_config
 from spade_engine.engine.seed_archive import BUNDLED_DIR, load_seed_envs, resolve_seed_spec
 from spade_engine.engine.skills import SKILLS
 from spade_engine.errors import ConfigError
 from spade_engine.events.store import open_event_log
-from spade_engine.policy.protocol import Sample
 from spade_engine.runs.engine import open_engine
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import strip
@@ -77,44 +75,6 @@ def test_every_seed_validates_in_full_with_partial_rewards_along_its_solution() 
             assert rewards[-1] == 1.0, seed.name
             partial += any(0.0 < r < 1.0 for r in rewards[:-1])
         assert partial >= 3 * len(SEEDS) // 4  # most seeds reward progress along the way
-
-
-class ScriptedDesigner:
-    """A Policy that copies a seed verbatim when asked for a new environment and writes a
-    different one when asked for a repair; it records every request."""
-
-    kind = "scripted"
-    trainable = False
-    version = "v0"
-
-    def __init__(self, copy: str, fresh: str):
-        self.copy, self.fresh = copy, fresh
-        self.requests: list[Any] = []
-
-    def generate(self, requests):
-        out = []
-        for r in requests:
-            self.requests.append(r)
-            if r.role == "designer":
-                code = self.fresh if "repair" in r.context else self.copy
-                out.append(Sample(text=f"```python\n{code}```\n"))
-            elif r.role == "hinter":
-                out.append(Sample(text="Read the observation."))
-            else:
-                out.append(Sample(text="\\boxed{show 1}"))
-        return out
-
-    def load_version(self, version, checkpoint):
-        pass
-
-    def describe(self):
-        return {"kind": self.kind}
-
-    def tokenize(self, text):
-        return None
-
-    def close(self):
-        pass
 
 
 @pytest.mark.sandbox

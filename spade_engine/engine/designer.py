@@ -30,6 +30,7 @@ __all__ = [
     "CodeExample",
     "difficulty_label",
     "designer_messages",
+    "compose_messages",
     "repair_messages",
     "repair_feedback",
     "extract_code",
@@ -200,8 +201,29 @@ def designer_messages(
 ) -> list[dict[str, str]]:
     """The chat messages asking the designer for one environment: contract and rules (shared by
     every prompt of a run), examples, the document, the task."""
-    parts = [contract_text(turn_budget)]
-    ex_text = _examples_text(code_examples, examples or MemoryExamples())
+    return compose_messages(
+        contract_text(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
+        examples=examples, code_examples=code_examples, topic=topic,
+    )
+
+
+def compose_messages(
+    contract: str,
+    *,
+    skill: str,
+    difficulty: float,
+    document_text: str,
+    examples: MemoryExamples | None = None,
+    code_examples: Sequence[CodeExample] = (),
+    topic: str = "",
+    display: Callable[[str], str] = str,
+) -> list[dict[str, str]]:
+    """System prompt + one user message of ``contract``, the examples (their code through
+    ``display``), the document and the task, in that order (the shared part first, for a prefix
+    cache)."""
+    shown = [CodeExample(e.env_id, display(e.code), e.skill, e.note) for e in code_examples]
+    parts = [contract]
+    ex_text = _examples_text(shown, examples or MemoryExamples(), display=display)
     if ex_text:
         parts.append(ex_text)
     parts.append(f"REFERENCE DOCUMENT\n<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>")

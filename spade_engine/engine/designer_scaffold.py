@@ -15,15 +15,7 @@ from collections.abc import Sequence
 
 from ..archive.examples import MemoryExamples
 from ..sandbox.scaffold import BASE_NAME, strip
-from .designer import (
-    CONTRACT_OPENING,
-    DESIGNER_SYSTEM_PROMPT,
-    SHARED_ADVICE,
-    CodeExample,
-    _examples_text,
-    _task_text,
-)
-from .skills import skill_info
+from .designer import CONTRACT_OPENING, SHARED_ADVICE, CodeExample, compose_messages
 
 __all__ = ["SCAFFOLD_MARK", "scaffold_contract_text", "scaffold_designer_messages", "SCAFFOLD_ADVICE", "SCAFFOLD_SHORT_LINES"]
 
@@ -86,10 +78,6 @@ def scaffold_contract_text(turn_budget: int) -> str:
     return _CONTRACT.replace("__BUDGET__", str(int(turn_budget)))
 
 
-def _scaffold_examples(code_examples: Sequence[CodeExample]) -> list[CodeExample]:
-    return [CodeExample(e.env_id, strip(e.code), e.skill, e.note) for e in code_examples]
-
-
 def scaffold_designer_messages(
     *,
     skill: str,
@@ -102,13 +90,10 @@ def scaffold_designer_messages(
 ) -> list[dict[str, str]]:
     """The chat messages asking the designer for one TextGame game (same parts and order as
     :func:`~spade_engine.engine.designer.designer_messages`; examples shown without the base)."""
-    parts = [scaffold_contract_text(turn_budget)]
-    ex_text = _examples_text(_scaffold_examples(code_examples), examples or MemoryExamples(), display=strip)
-    if ex_text:
-        parts.append(ex_text)
-    parts.append(f"REFERENCE DOCUMENT\n<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>")
-    parts.append(_task_text(skill, difficulty, skill_info(skill), topic))
-    return [{"role": "system", "content": DESIGNER_SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+    return compose_messages(
+        scaffold_contract_text(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
+        examples=examples, code_examples=code_examples, topic=topic, display=strip,
+    )
 
 
 #: (pattern in the failed check's detail, advice) for a TextGame game
