@@ -170,6 +170,7 @@ def test_a_repair_quotes_the_game_lines_and_can_ask_for_a_new_attempt_without_th
     assert inlined != written
     assert game_line_numbers(code, f"boom (line {inlined} in setup: x)") == f"boom (line {written} in setup: x)"
     assert game_line_numbers(GAME, f"(line {inlined} in setup: x)") == f"(line {inlined} in setup: x)"
+    assert game_line_numbers(code, f"line {inlined}: unexpected indent") == f"line {written}: unexpected indent"
 
     msgs = scaffold_designer_messages(skill="arithmetic", difficulty=0.5, document_text="DOC")
     completion = f"```python\n{GAME}```"

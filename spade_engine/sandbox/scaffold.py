@@ -62,13 +62,13 @@ def strip(code: str) -> str:
     return re.sub(r"\n{3,}", "\n\n\n", out)
 
 
-_LINE = re.compile(r"\(line (\d+) in ")
+_LINE = re.compile(r"\bline (\d+)\b")
 
 
 def game_line_numbers(code: str, text: str) -> str:
-    """``text`` (a verdict quoting ``(line N in fn: ...)`` of the inlined ``code``) with the line
-    numbers of the game as its designer wrote it, which is what a repair shows; lines of the base
-    class itself are left as they are."""
+    """``text`` (a verdict quoting ``line N`` of the inlined ``code``: a syntax error's ``line N:``,
+    a traceback's ``(line N in fn: ...)``) with the line numbers of the game as its designer wrote
+    it, which is what a repair shows; lines of the base class itself are left as they are."""
     if not is_scaffolded(code):
         return text
     start = code[: code.index(BEGIN)].count("\n") + 1  # the base's first line
@@ -76,6 +76,6 @@ def game_line_numbers(code: str, text: str) -> str:
 
     def renumber(m: re.Match[str]) -> str:
         n = int(m.group(1))
-        return f"(line {n - size if n >= start + size else n} in "
+        return f"line {n - size if n >= start + size else n}"
 
     return _LINE.sub(renumber, text)
