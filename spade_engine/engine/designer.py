@@ -136,8 +136,8 @@ def contract_text(turn_budget: int) -> str:
 def _examples_text(
     code_examples: Sequence[CodeExample], ex: MemoryExamples, display: Callable[[str], str] = str
 ) -> str:
-    """The examples part of a prompt; ``display`` turns an archived environment's code into what
-    is shown (the scaffold prompt strips the inlined base class)."""
+    """The examples part of a prompt; ``display`` turns an example's code into what is shown (the
+    scaffold prompt strips the inlined base class)."""
     parts = []
     if code_examples:
         parts.append(
@@ -146,7 +146,7 @@ def _examples_text(
         )
         for e in code_examples:
             note = f" ({e.note})" if e.note else ""
-            parts.append(f"EXAMPLE {e.env_id}{note}:\n```python\n{e.code.strip()}\n```")
+            parts.append(f"EXAMPLE {e.env_id}{note}:\n```python\n{display(e.code).strip()}\n```")
     for e in ex.frontier:
         parts.append(
             f"ARCHIVED ENVIRONMENT {e.get('env_id')} (win rate {float(e.get('win_rate_plain', 0)):.2f}, regret "
@@ -221,9 +221,8 @@ def compose_messages(
     """System prompt + one user message of ``contract``, the examples (their code through
     ``display``), the document and the task, in that order (the shared part first, for a prefix
     cache)."""
-    shown = [CodeExample(e.env_id, display(e.code), e.skill, e.note) for e in code_examples]
     parts = [contract]
-    ex_text = _examples_text(shown, examples or MemoryExamples(), display=display)
+    ex_text = _examples_text(code_examples, examples or MemoryExamples(), display=display)
     if ex_text:
         parts.append(ex_text)
     parts.append(f"REFERENCE DOCUMENT\n<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>")
@@ -272,9 +271,10 @@ ADVICE: tuple[tuple[str, str], ...] = (
 
 def repair_feedback(*, error_kind: str | None, failed_check: str | None, detail: str, nearest: str | None = None,
                     max_new_tokens: int | None = None, advice: Sequence[tuple[str, str]] = ADVICE,
-                    short_lines: int = 120) -> str:
+                    short_lines: int = 120, new_attempt: bool = False) -> str:
     """What the designer is told about a rejected environment (the verdict, then the first two
-    matching entries of ``advice``; a truncated one is asked for under ``short_lines`` lines)."""
+    matching entries of ``advice``; a truncated one is asked for under ``short_lines`` lines; with
+    ``new_attempt`` a new version is asked for instead of a corrected one)."""
     detail = detail.strip()[:800]
     if error_kind == "duplicate":
         near = f" {nearest}" if nearest else " an environment already in the archive"
@@ -296,7 +296,8 @@ def repair_feedback(*, error_kind: str | None, failed_check: str | None, detail:
     )
     if hints:
         out += "\n\nHow to fix it: " + " ".join(hints[:2])
-    return out + "\n\nFix the problem and reply with the complete corrected code in one ```python block."
+    ask = "Write a new, complete version" if new_attempt else "Fix the problem and reply with the complete corrected code"
+    return out + f"\n\n{ask} in one ```python block."
 
 
 _EXAMPLES_HEAD = "\n\nEXAMPLES of complete, valid environments."
@@ -325,9 +326,10 @@ def repair_messages(
     tends to repeat it. With ``show_code`` false the rejected code is left out too and a new
     attempt is asked for, warned by the verdict (a small model shown its own code sends it back
     unchanged). Other prompts get the conversation so far plus the verdict."""
+    fresh = not show_code and error_kind != "truncated"  # a new attempt, warned by the verdict on this one
     feedback = repair_feedback(
         error_kind=error_kind, failed_check=failed_check, detail=detail, nearest=nearest, max_new_tokens=max_new_tokens,
-        advice=advice, short_lines=short_lines,
+        advice=advice, short_lines=short_lines, new_attempt=fresh,
     )
     msgs = [dict(m) for m in messages]
     prompt = msgs[-1]["content"] if msgs else ""
@@ -336,14 +338,9 @@ def repair_messages(
     head = prompt.split(_EXAMPLES_HEAD, 1)[0].split(_DOC_HEAD, 1)[0]
     tail = prompt.split(_DOC_HEAD, 1)[1]
     code = extract_code(completion) if error_kind != "truncated" and show_code else None
-    if code:
-        rejected = f"\n\nYOUR PREVIOUS ENVIRONMENT (rejected):\n```python\n{code.strip()}\n```"
-        user = f"{head}{_DOC_HEAD}{tail}{rejected}\n\nVERDICT\n{feedback}"
-    elif show_code or error_kind == "truncated":
-        user = f"{head}{_DOC_HEAD}{tail}\n\nVERDICT\n{feedback}"
-    else:  # a new attempt, warned by the verdict on the previous one (which is not shown)
-        user = (f"{head}{_DOC_HEAD}{tail}\n\nA PREVIOUS ATTEMPT WAS REJECTED (do not repeat its mistake)\n{feedback}"
-                .replace("Fix the problem and reply with the complete corrected code", "Write a new, complete version"))
+    rejected = f"\n\nYOUR PREVIOUS ENVIRONMENT (rejected):\n```python\n{code.strip()}\n```" if code else ""
+    title = "A PREVIOUS ATTEMPT WAS REJECTED (do not repeat its mistake)" if fresh else "VERDICT"
+    user = f"{head}{_DOC_HEAD}{tail}{rejected}\n\n{title}\n{feedback}"
     return [*msgs[:-1], {"role": "user", "content": user}]
 
 

@@ -31,7 +31,7 @@ END = BASE_SOURCE.rstrip("\n").splitlines()[-1]
 
 _SUBCLASS = re.compile(rf"^class\s+\w+\s*\(\s*{BASE_NAME}\s*\)\s*:", re.M)
 _DEFINES_BASE = re.compile(rf"^class\s+{BASE_NAME}\b", re.M)
-_BLOCK = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
+_BLOCK = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n{0,3}", re.S)  # with the blank lines inline() adds
 
 
 def subclasses_base(code: str) -> bool:
@@ -56,10 +56,7 @@ def inline(code: str) -> str:
 
 def strip(code: str) -> str:
     """``code`` without the inlined base class (the game as its designer wrote it)."""
-    if not is_scaffolded(code):
-        return code
-    out = _BLOCK.sub("", code, count=1)
-    return re.sub(r"\n{3,}", "\n\n\n", out)
+    return _BLOCK.sub("", code, count=1)
 
 
 _LINE = re.compile(r"\bline (\d+)\b")

@@ -396,10 +396,10 @@ class Validator:
             if len(actions) > run.turn_limit:
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution needs {len(actions)} turns, the turn limit is {run.turn_limit}")
             last: StepResult | None = None
-            replay: list[str] = []
+            replay: list[tuple[str, StepResult]] = []
             for i, action in enumerate(actions, 1):
                 last = run.step(run.iid, action)
-                replay.append(f"{_short(action)} -> {_short(last.observation, 90)} ({last.reward:g})")
+                replay.append((action, last))
                 problem = check_reward(last, self.reward_range)
                 if problem:
                     raise _Fail(ErrorKind.CONTRACT, f"seed {seed}, solution step {i}: {problem}")
@@ -408,7 +408,8 @@ class Validator:
             if last is None or not self._won(last):
                 got = "did not end" if last is None or not (last.terminated or last.truncated) else f"ended with reward {last.reward:g}"
                 # what each action got back: the designer sees where its solution and its step() disagree
-                shown = replay if len(replay) <= 4 else [replay[0], "...", *replay[-3:]]
+                steps = [f"{_short(a)} -> {_short(r.observation, 90)} ({r.reward:g})" for a, r in replay]
+                shown = steps if len(steps) <= 4 else [steps[0], "...", *steps[-3:]]
                 raise _Fail(
                     ErrorKind.UNSOLVABLE,
                     f"seed {seed}: replaying solution() ({len(actions)} actions) {got}, not success; "
