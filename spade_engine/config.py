@@ -296,10 +296,11 @@ class LoopConfig(_Section):
         description="a repair request quotes the rejected code (true) or only the verdict and advice, asking for a "
         "new attempt (false: a small model shown its own code tends to send it back unchanged)",
     )
-    designer_format: Literal["standalone", "scaffold"] = Field(
+    designer_format: Literal["standalone", "scaffold", "puzzle"] = Field(
         "standalone",
         description="what the designer writes: standalone = a whole environment class (reset, step, solution); "
-        "scaffold = a game on the engine's TextGame base class (setup, act, plan), recorded with the base inlined",
+        "scaffold = a game on the engine's TextGame base class (setup, act, plan), recorded with the base inlined; "
+        "puzzle = a one-answer game on TextGame (setup only: the question, and self.answer computed by the code)",
     )
 
 

@@ -18,7 +18,7 @@ from spade_engine.errors import ConfigError
 from spade_engine.events.store import open_event_log
 from spade_engine.runs.engine import open_engine
 from spade_engine.sandbox import SandboxPool
-from spade_engine.sandbox.scaffold import strip
+from spade_engine.sandbox.scaffold import code_format, strip
 from spade_engine.sandbox.validator import Validator
 
 SEEDS = load_seed_envs("bundled")
@@ -74,7 +74,8 @@ def test_every_seed_validates_in_full_with_partial_rewards_along_its_solution() 
                 rewards = [s.step(a)[1] for a in actions]
             assert rewards[-1] == 1.0, seed.name
             partial += any(0.0 < r < 1.0 for r in rewards[:-1])
-        assert partial >= 3 * len(SEEDS) // 4  # most seeds reward progress along the way
+        games = [s for s in SEEDS if code_format(s.code) != "puzzle"]  # a one-answer puzzle has no way along
+        assert partial >= 3 * len(games) // 4  # most games reward progress along the way
 
 
 @pytest.mark.sandbox

@@ -39,6 +39,7 @@ __all__ = [
     "contract_text",
     "DESIGNER_SYSTEM_PROMPT",
     "CONTRACT_OPENING",
+    "PUZZLE_OPENING",
     "ADVICE",
     "SHARED_ADVICE",
 ]
@@ -67,6 +68,8 @@ DESIGNER_SYSTEM_PROMPT = (
 
 #: how every contract of this engine starts (a repair recognises the engine's own prompts by it)
 CONTRACT_OPENING = "Write an INTERACTIVE, MULTI-TURN Python environment (a text game) for a reasoning agent"
+#: how a puzzle's contract starts (``designer_puzzle.py``): a one-answer game
+PUZZLE_OPENING = "Write a ONE-ANSWER PUZZLE as a Python environment for a reasoning agent"
 
 _CONTRACT = CONTRACT_OPENING + r""".
 
@@ -175,7 +178,7 @@ def _class_names(code: str) -> str:
     return ", ".join(names) or "(no class)"
 
 
-def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str) -> str:
+def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str, goal: str = "actions") -> str:
     label = difficulty_label(difficulty)
     steps = 2 if label == "easy" else (3 if label == "medium" else 4)
     description = info.description if info else skill
@@ -183,7 +186,7 @@ def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str) ->
     about = f" The environment must be about {topic}, a concept from the document." if topic else ""
     return (
         f"TASK\nTarget skill: {skill} ({description}). Difficulty: {label} ({difficulty:.2f} on a 0-1 scale): the "
-        f"goal should need {steps}+ actions.{ideas}{about} Ground it in the document; never mention the document "
+        f"goal should need {steps}+ {goal}.{ideas}{about} Ground it in the document; never mention the document "
         "in the environment's text.\n\n"
         "Reply with the complete Python code in one ```python block, and nothing after the block."
     )
@@ -217,16 +220,17 @@ def compose_messages(
     code_examples: Sequence[CodeExample] = (),
     topic: str = "",
     display: Callable[[str], str] = str,
+    goal: str = "actions",
 ) -> list[dict[str, str]]:
     """System prompt + one user message of ``contract``, the examples (their code through
-    ``display``), the document and the task, in that order (the shared part first, for a prefix
-    cache)."""
+    ``display``), the document and the task (whose goal needs ``goal``: actions, or a puzzle's
+    reasoning steps), in that order (the shared part first, for a prefix cache)."""
     parts = [contract]
     ex_text = _examples_text(code_examples, examples or MemoryExamples(), display=display)
     if ex_text:
         parts.append(ex_text)
     parts.append(f"REFERENCE DOCUMENT\n<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>")
-    parts.append(_task_text(skill, difficulty, skill_info(skill), topic))
+    parts.append(_task_text(skill, difficulty, skill_info(skill), topic, goal))
     return [{"role": "system", "content": DESIGNER_SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
@@ -333,7 +337,7 @@ def repair_messages(
     )
     msgs = [dict(m) for m in messages]
     prompt = msgs[-1]["content"] if msgs else ""
-    if not prompt.startswith(CONTRACT_OPENING) or _DOC_HEAD not in prompt:
+    if not prompt.startswith((CONTRACT_OPENING, PUZZLE_OPENING)) or _DOC_HEAD not in prompt:
         return [*msgs, {"role": "assistant", "content": completion}, {"role": "user", "content": feedback}]
     head = prompt.split(_EXAMPLES_HEAD, 1)[0].split(_DOC_HEAD, 1)[0]
     tail = prompt.split(_DOC_HEAD, 1)[1]

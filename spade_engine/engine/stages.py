@@ -47,7 +47,7 @@ from ..events.catalogue import (
 )
 from ..archive.examples import MemoryExamples
 from ..sandbox.probes import garbage_actions
-from ..sandbox.scaffold import game_line_numbers, inline as inline_scaffold, is_scaffolded, strip as strip_scaffold
+from ..sandbox.scaffold import code_format, game_line_numbers, inline as inline_scaffold, strip as strip_scaffold
 from .bounds import bound_validated
 from .corpus import Corpus, truncate_tokens
 from .designer import (
@@ -59,6 +59,7 @@ from .designer import (
     novelty_text,
     repair_messages,
 )
+from .designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, PUZZLE_SHORT_LINES, puzzle_designer_messages
 from .designer_scaffold import SCAFFOLD_ADVICE, SCAFFOLD_MARK, SCAFFOLD_SHORT_LINES, scaffold_designer_messages
 from .garbage import run_garbage_probe
 from .hints import clean_hint, hint_messages
@@ -299,8 +300,8 @@ def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str
     skill while other skills have examples: a small model shown an environment of the skill it
     must write copies it (measured with the 0.5B: the same-skill example came back renamed)."""
     k = ctx.cfg.loop.prompt_examples
-    scaffold = ctx.cfg.loop.designer_format == "scaffold"  # examples in the format the designer writes
-    pool = [e for e in pool if is_scaffolded(e.code) == scaffold] or list(pool)
+    fmt = ctx.cfg.loop.designer_format  # examples in the format the designer writes
+    pool = [e for e in pool if code_format(e.code) == fmt] or list(pool)
     if not pool or k <= 0:
         return []
     other = [e for e in pool if e.skill != skill] or list(pool)
@@ -314,8 +315,11 @@ def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str
 
 
 def prompt_builder(cfg: EngineConfig) -> Callable[..., list[dict[str, str]]]:
-    """The designer prompt of ``loop.designer_format``: a standalone environment or a TextGame game."""
-    return scaffold_designer_messages if cfg.loop.designer_format == "scaffold" else designer_messages
+    """The designer prompt of ``loop.designer_format``: a standalone environment, a TextGame game
+    or a puzzle."""
+    return {"scaffold": scaffold_designer_messages, "puzzle": puzzle_designer_messages}.get(
+        cfg.loop.designer_format, designer_messages
+    )
 
 
 def designer_batch(cfg: EngineConfig, policy: Any) -> int:
@@ -445,12 +449,16 @@ def repair_job(
     prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg)
     system = prompt_fn(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]
     base = [{"role": "system", "content": system}, {"role": "user", "content": failed.prompt}]
-    scaffold = SCAFFOLD_MARK in failed.prompt
+    advice, short = (
+        (PUZZLE_ADVICE, PUZZLE_SHORT_LINES) if PUZZLE_MARK in failed.prompt
+        else (SCAFFOLD_ADVICE, SCAFFOLD_SHORT_LINES) if SCAFFOLD_MARK in failed.prompt
+        else (ADVICE, 120)
+    )
     messages = repair_messages(
         base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check,
         detail=game_line_numbers(failed.code, _detail(verdict)),  # the lines of the code the designer wrote
         nearest=verdict.nearest_env_id, max_new_tokens=ctx.cfg.policy.generation.designer.max_new_tokens,
-        advice=SCAFFOLD_ADVICE if scaffold else ADVICE, short_lines=SCAFFOLD_SHORT_LINES if scaffold else 120,
+        advice=advice, short_lines=short,
         show_code=ctx.cfg.loop.repair_shows_code,
     )
     doc = failed.document

@@ -7,7 +7,9 @@ reset()). With the scaffold it writes only the game: ``setup(rng)`` draws the hi
 returns the first observation, ``act(command)`` plays one command (the text inside ``\\boxed{}``,
 spaces trimmed) and returns ``(text, reward, done)``, and ``plan()`` lists the winning commands.
 ``TextGame`` does the rest: the turn count and the turn budget, the ``\\boxed{}`` parsing, a reply
-with no action, the (observation, info) and 5-tuple shapes, and ``solution()``.
+with no action, the (observation, info) and 5-tuple shapes, and ``solution()``. A puzzle is the
+smallest game: only ``setup(rng)``, which returns the question and sets ``self.answer``, computed
+by the code; the base's own ``act()`` scores each reply against it and its ``plan()`` answers it.
 
 :func:`inline` puts the base class's source into a proposal that subclasses it, so the recorded
 code stays one standalone module that runs in the sandbox like any other environment (and in
@@ -22,6 +24,7 @@ from pathlib import Path
 
 __all__ = [
     "BASE_NAME", "BASE_SOURCE", "BEGIN", "END", "inline", "strip", "is_scaffolded", "subclasses_base", "game_line_numbers",
+    "code_format",
 ]
 
 BASE_NAME = "TextGame"
@@ -57,6 +60,18 @@ def inline(code: str) -> str:
 def strip(code: str) -> str:
     """``code`` without the inlined base class (the game as its designer wrote it)."""
     return _BLOCK.sub("", code, count=1)
+
+
+_DEFINES_ACT = re.compile(r"^[ \t]+def\s+act\s*\(", re.M)
+
+
+def code_format(code: str) -> str:
+    """What ``code`` is, in the terms of ``loop.designer_format``: ``standalone`` (a whole
+    environment class), ``scaffold`` (a TextGame game with its own act()) or ``puzzle`` (a
+    TextGame game without act(): the base scores each reply against ``self.answer``)."""
+    if not (is_scaffolded(code) or subclasses_base(code)):
+        return "standalone"
+    return "scaffold" if _DEFINES_ACT.search(strip(code)) else "puzzle"
 
 
 _LINE = re.compile(r"\bline (\d+)\b")

@@ -5,9 +5,12 @@ import re as _tg_re
 
 class TextGame:
     """The reset/step/solution contract, turn counting and \\boxed{} parsing for a game that
-    defines setup(rng) -> str, act(command) -> (text, reward, done) and plan() -> [command]."""
+    defines setup(rng) -> str, act(command) -> (text, reward, done) and plan() -> [command].
+    A puzzle defines only setup(rng), which sets self.answer: each reply is an answer, scored
+    1.0 when it equals self.answer; after `tries` wrong answers the episode ends with 0.0."""
 
     max_turns = 20
+    tries = 1
 
     def __init__(self, max_turns=None):
         if max_turns is not None:
@@ -18,8 +21,11 @@ class TextGame:
 
     def reset(self, seed=None):
         self.turn_count = 0
+        self._tg_wrong = 0
         self.rng = _tg_random.Random(seed)
         intro = self.setup(self.rng)
+        if self._is_puzzle():
+            return str(intro) + "\nReply with your answer written as \\boxed{answer}.", {}
         return str(intro) + "\nReply with one action per turn, written as \\boxed{action}.", {}
 
     def step(self, action):
@@ -28,6 +34,8 @@ class TextGame:
         command = " ".join(found[-1].split()) if found else ""
         if command:
             text, reward, done = TextGame._outcome(self.act(command))
+        elif self._is_puzzle():
+            text, reward, done = self._wrong("No answer found: write it as \\boxed{answer}.")
         else:
             text, reward, done = "No action found: reply with one action written as \\boxed{action}.", 0.0, False
         truncated = not done and self.turn_count >= self.max_turns
@@ -39,6 +47,34 @@ class TextGame:
             command = str(command)
             out.append(command if command.startswith("\\boxed{") else "\\boxed{" + command + "}")
         return out
+
+    def act(self, command):
+        if TextGame._same(command, self.answer):
+            return "Correct.", 1.0, True
+        return self._wrong("Wrong answer.")
+
+    def plan(self):
+        return [str(self.answer)]
+
+    def _is_puzzle(self):
+        return type(self).act is TextGame.act
+
+    def _wrong(self, text):
+        self._tg_wrong += 1
+        left = int(self.tries) - self._tg_wrong
+        return (text + " " + str(left) + " tries left." if left > 0 else text), 0.0, left <= 0
+
+    @staticmethod
+    def _same(reply, answer):
+        a = " ".join(str(reply).split()).lower().rstrip(".")
+        b = " ".join(str(answer).split()).lower().rstrip(".")
+        if a == b:
+            return True
+        try:
+            x, y = float(a), float(b)
+        except ValueError:
+            return False
+        return abs(x - y) <= 1e-6 * max(1.0, abs(y))
 
     @staticmethod
     def _outcome(result):

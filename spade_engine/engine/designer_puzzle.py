@@ -1,0 +1,109 @@
+"""The designer prompt for a puzzle (``loop.designer_format = "puzzle"``): the smallest game.
+
+A puzzle is a ``TextGame`` subclass (``sandbox/textgame.py``) with one method, ``setup(rng)``:
+it draws the puzzle's values, computes the answer with code into ``self.answer`` and returns the
+question. The base class scores each reply against ``self.answer`` (``tries`` wrong answers end
+the episode) and answers it in ``solution()``, so a model writes about fifteen lines, no game
+logic that its own solution could contradict (the measured failure of the 0.5B on the scaffold:
+plan() and act() disagreeing). The answer is right by construction when the code computes it;
+whether the question states what the code computes is the designer's part, as in reasoning-gym's
+generators. The prompt keeps the other formats' order, task and repair flow; its examples are
+the bundled puzzle seeds, shown without the base class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..archive.examples import MemoryExamples
+from ..sandbox.scaffold import BASE_NAME, strip
+from .designer import PUZZLE_OPENING, SHARED_ADVICE, CodeExample, compose_messages
+
+__all__ = ["PUZZLE_MARK", "puzzle_contract_text", "puzzle_designer_messages", "PUZZLE_ADVICE", "PUZZLE_SHORT_LINES"]
+
+#: how a prompt of this module is recognised (the repair flow and the advice depend on it)
+PUZZLE_MARK = f"with one setup() method on the engine's {BASE_NAME} class"
+
+_CONTRACT = PUZZLE_OPENING + ", " + PUZZLE_MARK + r""".
+
+HOW THE AGENT PLAYS
+- The agent reads your question and replies with its answer wrapped as \boxed{<answer>}, for example \boxed{42}.
+- The engine compares the answer with self.answer (spaces and letter case ignored, numbers compared as numbers):
+  reward 1.0 when equal, else 0.0. With tries = N (default 1) the agent may answer N times.
+
+THE ENGINE ALREADY PROVIDES (TextGame is defined for you: do not write it and do not import it)
+class TextGame:
+    tries = 1
+    def reset(self, seed=None): ...  # self.rng = random.Random(seed), calls self.setup(self.rng), shows its question
+    def step(self, action): ...      # reads the \boxed{...} answer and compares it with self.answer
+    def solution(self): ...          # answers self.answer
+
+YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, with a one-line docstring, optional constants
+as class attributes, and exactly ONE method:
+- setup(self, rng) -> str:
+  1. draw the puzzle's values with rng (rng.randint, rng.choice, rng.sample, rng.shuffle);
+  2. COMPUTE the correct answer from them with Python code and store it: self.answer = ... (an int or a short word);
+  3. return the question text: the values, what to find, and the answer format. Never the answer itself.
+
+WHAT MAKES A GOOD PUZZLE
+- It needs several reasoning steps (combine, trace, order, convert), not one lookup; no guess can win.
+- The question states exactly what the code computes, with every value the agent needs.
+- The answer is an integer or one short word; keep numbers small.
+
+DO NOT (the most common reasons puzzles are rejected)
+1. Do not write __init__, reset, step, act, plan or solution: TextGame has them.
+2. The code starts with the lines import random and import re (and import math when needed), no from-import lines.
+3. Do not copy an example: write a new class name, a new question and a new theme.
+4. Use only names your class defines: every value is a local variable or self.NAME set in setup(), and a constant
+   is a class attribute of YOUR class. No print(), input(), files, numpy, or modules outside the standard library.
+5. self.answer is computed by the code from the drawn values, never typed in by hand; no yes/no answers.
+6. Inside an f-string, braces are code: write the values with {x}, and never write \boxed{...} in an f-string.
+
+SELF-CHECK before you answer
+- Run setup() in your head: is self.answer set, and does the question give every value needed to compute it?"""
+
+
+def puzzle_contract_text(turn_budget: int) -> str:
+    """The puzzle contract, rules, do-not list and self-check (a puzzle has no turn budget of its
+    own to state: it ends after ``tries`` answers; ``turn_budget`` is taken for the same call shape)."""
+    del turn_budget
+    return _CONTRACT
+
+
+def puzzle_designer_messages(
+    *,
+    skill: str,
+    difficulty: float,
+    document_text: str,
+    examples: MemoryExamples | None = None,
+    code_examples: Sequence[CodeExample] = (),
+    turn_budget: int = 25,
+    topic: str = "",
+) -> list[dict[str, str]]:
+    """The chat messages asking the designer for one puzzle (same parts and order as
+    :func:`~spade_engine.engine.designer.designer_messages`; examples shown without the base)."""
+    return compose_messages(
+        puzzle_contract_text(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
+        examples=examples, code_examples=code_examples, topic=topic, display=strip, goal="reasoning steps",
+    )
+
+
+#: (pattern in the failed check's detail, advice) for a puzzle
+PUZZLE_ADVICE: tuple[tuple[str, str], ...] = (
+    *SHARED_ADVICE,
+    (r"object has no attribute 'answer'",
+     "setup() must set self.answer = <the correct answer, computed by the code> before it returns the question."),
+    (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute '(?![A-Z][A-Z0-9_]*')",
+     "Use only names your class defines: local variables of setup(), attributes set in setup(), class constants."),
+    (r"not success|ended with reward|gave no actions",
+     "self.answer must be a plain int or short word without braces, computed by the code in setup()."),
+    (r"RecursionError",
+     "setup() must not call reset(), step() or solution(), and must not call itself."),
+    (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)|no environment class",
+     "Write one class NameEnv(TextGame): with one method setup(self, rng) (TextGame is provided: do not define it)."),
+    (r"different observations",
+     "Draw every value in setup() with the rng it is given (rng.randint, rng.choice), never with the global random module."),
+)
+
+#: a truncated puzzle is asked for in under this many lines
+PUZZLE_SHORT_LINES = 30
