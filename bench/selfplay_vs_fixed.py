@@ -88,7 +88,7 @@ def base_overrides(a: argparse.Namespace) -> dict[str, Any]:
         "policy.generation.agent.max_new_tokens": a.max_new_tokens, "policy.generation.agent.temperature": 1.0,
         "policy.generation.hinter.max_new_tokens": a.max_new_tokens,
         "policy.generation.designer.max_new_tokens": a.designer_max_new_tokens,
-        "loop.designer_format": a.designer_format, "loop.repair_shows_code": a.designer_format != "scaffold",
+        "loop.designer_format": a.designer_format, "loop.repair_shows_code": a.designer_format == "standalone",
         "policy.transformers.device": "cpu",
         "loop.plays_per_env": a.plays, "loop.max_envs": a.max_envs, "loop.max_repairs": a.max_repairs, "loop.turn_limit": 4,
         "trainer.enabled": True, "trainer.lora": a.lora, "trainer.batch_groups": a.batch_groups, "trainer.device": "cpu",
@@ -189,8 +189,8 @@ def main() -> None:
     ap.add_argument("--plays", type=int, default=4, help="k plain (and k hinted) plays per environment")
     ap.add_argument("--max-new-tokens", type=int, default=320, help="token budget of an agent turn and of a hint while training")
     ap.add_argument("--designer-max-new-tokens", type=int, default=2048, help="token budget of a designer completion (arm A)")
-    ap.add_argument("--designer-format", choices=("standalone", "scaffold"), default="scaffold",
-                    help="what arm A's designer writes (loop.designer_format; scaffold repairs ask for a new attempt)")
+    ap.add_argument("--designer-format", choices=("standalone", "scaffold", "puzzle"), default="scaffold",
+                    help="what arm A's designer writes (loop.designer_format; scaffold and puzzle repairs ask for a new attempt)")
     ap.add_argument("--max-envs", type=int, default=40, help="most environments per arm")
     ap.add_argument("--max-repairs", type=int, default=1)
     ap.add_argument("--arm-seconds", type=float, default=1200.0, help="time budget of each training arm")

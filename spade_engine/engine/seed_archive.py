@@ -5,8 +5,10 @@ skeleton, ``...`` bodies included. The bundled seed archive (``seed_envs/``) giv
 code to learn the format from: 40 standalone environments in the SPADE format across all 16
 skills of the engine set, two to four per skill, each with hidden state or a tight budget, partial
 rewards where sensible and a ``solution()``, two of them long-horizon with their own max_turns of
-30 and 40; and 7 games on the scaffold's ``TextGame`` base class (``sandbox/scaffold.py``), the
-examples of a ``loop.designer_format = "scaffold"`` prompt, recorded with the base inlined.
+30 and 40; 7 games on the scaffold's ``TextGame`` base class (``sandbox/scaffold.py``), the
+examples of a ``loop.designer_format = "scaffold"`` prompt; and 9 one-answer puzzles on the same
+base (``setup()`` only), across 9 skills, the examples of a ``"puzzle"`` prompt; both recorded with
+the base inlined.
 
 A seed is recorded like any environment: an ``EnvironmentProposed`` with
 ``designer="seed:<name>"`` and env id ``<run>-s<index>``, then validated by the normal stages, so

@@ -47,7 +47,7 @@ from ..events.catalogue import (
 )
 from ..archive.examples import MemoryExamples
 from ..sandbox.probes import garbage_actions
-from ..sandbox.scaffold import code_format, game_line_numbers, inline as inline_scaffold, strip as strip_scaffold
+from ..sandbox.scaffold import code_format, game_line_numbers, inline as inline_scaffold, puzzle_only, strip as strip_scaffold
 from .bounds import bound_validated
 from .corpus import Corpus, truncate_tokens
 from .designer import (
@@ -264,7 +264,10 @@ class DesignJob:
 
 
 def _proposal(ctx: StageContext, job: DesignJob, sample: Sample) -> EnvironmentProposed:
-    code = inline_scaffold(extract_code(sample.text) or "")  # a TextGame game is recorded with its base class
+    code = extract_code(sample.text) or ""
+    if ctx.cfg.loop.designer_format == "puzzle":
+        code = puzzle_only(code)  # the format's part of the game: setup() and helpers, not the base's methods
+    code = inline_scaffold(code)  # a TextGame game is recorded with its base class
     difficulty = declared_difficulty(code)
     return EnvironmentProposed(
         env_id=job.env_id,

@@ -168,7 +168,7 @@ def start(
     new: Annotated[bool, typer.Option("--new", help="Always start a new run instead of resuming the latest unfinished one.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
     plays: Annotated[Optional[int], typer.Option("--plays", help="k: plain plays per round and hinted plays per environment (sets loop.plain_plays and loop.hinted_plays).", show_default=False)] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress: a live panel on a terminal, a line every --progress-every seconds otherwise.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress: a live panel on a terminal, a line every --progress-every seconds otherwise (during a long model call, a line saying what the model is doing).")] = True,
     progress_every: Annotated[float, typer.Option("--progress-every", help="Seconds between progress lines when stdout is not a terminal.", min=0.1)] = 10.0,
     train: Annotated[Optional[bool], typer.Option("--train/--no-train", help="Train the model between environments in this process (trainer.enabled; needs --model).", show_default=False)] = None,
     seed_envs: Annotated[Optional[str], typer.Option("--seed-envs", metavar="bundled|DIR|none|auto", help="Seed archive recorded at the start of a new run (loop.seed_envs; auto = bundled with --model).", show_default=False)] = None,
@@ -265,13 +265,18 @@ def start(
                 "new tokens each) and per play; the panel shows tokens/s and an ETA", "dim")))
 
         shown: list[dict[str, Any] | None] = [None]
+        printing = threading.Lock()
 
         def draw(state: RunState | None, force: bool = False) -> None:
             now = time.monotonic()
             if lines:
-                if state is not None and (force or now - last[0] >= progress_every):
-                    last[0] = now
-                    say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound))
+                with printing:  # the engine's thread and the tick thread
+                    if state is not None and (force or now - last[0] >= progress_every):
+                        last[0] = now
+                        say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound))
+                    elif state is None and now - last[0] >= progress_every and activity.text():
+                        last[0] = now  # a long model call: say what the model is doing
+                        say(f"  now ({now - t0:.0f}s): {activity.text()}")
                 return
             if live is None or (not force and now - last[0] < 0.25):
                 return
@@ -290,7 +295,7 @@ def start(
                 extra = f"now: {now_doing}\n{extra}"
             live.update(render_stats(shown[0], title=run_id, extra=extra))
 
-        def tick() -> None:  # redraw the activity line while a long model call runs
+        def tick() -> None:  # redraw the activity line (a terminal) or say it (lines) while a long model call runs
             while not done_drawing.wait(1.0):
                 draw(None)
 
@@ -317,6 +322,7 @@ def start(
                 threading.Thread(target=tick, name="progress", daemon=True).start()
             elif lines:
                 draw(engine.state, force=True)  # a first line at once: the run is alive
+                threading.Thread(target=tick, name="progress", daemon=True).start()
             try:
                 reason = engine.run()
             except KeyboardInterrupt:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 __all__ = [
     "BASE_NAME", "BASE_SOURCE", "BEGIN", "END", "inline", "strip", "is_scaffolded", "subclasses_base", "game_line_numbers",
-    "code_format",
+    "code_format", "puzzle_only",
 ]
 
 BASE_NAME = "TextGame"
@@ -72,6 +72,50 @@ def code_format(code: str) -> str:
     if not (is_scaffolded(code) or subclasses_base(code)):
         return "standalone"
     return "scaffold" if _DEFINES_ACT.search(strip(code)) else "puzzle"
+
+
+#: what TextGame provides and a puzzle does not write (puzzle_only drops them)
+PROVIDED = frozenset({"__init__", "reset", "step", "solution", "act", "plan"})
+_IMPORTS = ("random", "re", "math")
+
+
+def puzzle_only(code: str) -> str:
+    """A designer's puzzle as the format defines it: its TextGame subclass keeps its docstring,
+    class attributes, ``setup()`` and helper methods, and loses the methods the base provides
+    (``reset``, ``step``, ``solution``, ``act``, ``plan``, ``__init__``: a small model writes them
+    anyway, copying the base's description, and its versions break the contract); an import of
+    ``TextGame`` is dropped (the base is inlined) and ``import random/re/math`` are added when
+    missing (as the SPADE release's loader adds common imports). ``code`` unchanged when it does
+    not parse or has no TextGame subclass with a ``setup()``."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return code
+    game = next((n for n in tree.body if isinstance(n, ast.ClassDef)
+                 and any(isinstance(b, ast.Name) and b.id == BASE_NAME for b in n.bases)), None)
+    if game is None or not any(isinstance(f, ast.FunctionDef) and f.name == "setup" for f in game.body):
+        return code
+    drop: set[int] = set()
+    for node in game.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in PROVIDED:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            drop.update(range(first, (node.end_lineno or node.lineno) + 1))
+    imported: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1].lower() == "textgame":
+            drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        elif isinstance(node, ast.Import):
+            if any(a.name.split(".")[-1].lower() == "textgame" for a in node.names):
+                drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+            imported.update(a.asname or a.name for a in node.names)
+    lines = code.splitlines()
+    at = max([0, *((n.end_lineno or n.lineno) for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "__future__")])
+    missing = [f"import {m}" for m in _IMPORTS if m not in imported]
+    kept = [line for n, line in enumerate(lines, 1) if n not in drop and n <= at]
+    kept += missing + [line for n, line in enumerate(lines, 1) if n not in drop and n > at]
+    return "\n".join(kept).rstrip() + "\n"
 
 
 _LINE = re.compile(r"\bline (\d+)\b")

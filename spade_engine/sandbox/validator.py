@@ -19,7 +19,8 @@ check               passes when                                                 
 ``rewards``         every reward seen is finite and within the reward range       contract
 ``episode_ends``    repeated garbage actions end the episode within the turn      contract
                     limit: min(the environment's own max_turns, the budget)
-``solution``        solution() actions, replayed at both seeds, reach success     unsolvable
+``solution``        solution() actions, replayed at both seeds, reach success;    unsolvable
+                    for a puzzle, a question repeated over 8 seeds keeps one answer
 ``not_trivial``     no probe action wins                                          trivial
 ``gymnasium_api``   gymnasium's check_env passes on the adapted environment       contract
 ==================  ============================================================  ================
@@ -55,6 +56,7 @@ from . import probes as probe_inputs
 from .grading import REWARD_RANGE, StepResult, check_reward, decode_reset, decode_step, select_env_class
 from .limits import MAX_DETAIL_CHARS, MAX_NAME_CHARS, clip
 from .pool import Task
+from .scaffold import code_format
 
 __all__ = ["ErrorKind", "ValidationReport", "Validator", "CHECKS", "CHECK_NAMES"]
 
@@ -76,6 +78,8 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("gymnasium_api", "_gymnasium"),
 )
 CHECK_NAMES = tuple(name for name, _ in CHECKS)
+#: resets a puzzle's one-answer test draws (``solution`` check)
+PUZZLE_SEEDS = 8
 
 
 @dataclass
@@ -418,7 +422,30 @@ class Validator:
             if seed == run.seeds[0]:
                 run.solution_actions = list(actions)
             details.append(f"seed {seed}: solved in {i} step(s)")
+        if code_format(run.source) == "puzzle":
+            details.append(self._one_answer(run))
         return "; ".join(details)
+
+    def _one_answer(self, run: _Run) -> str:
+        """A puzzle's question must decide its answer: over ``PUZZLE_SEEDS`` more resets, two
+        episodes that ask the same question have the same answer (a puzzle whose answer is drawn
+        apart from its question, a measured 0.5B failure, cannot be solved by reasoning)."""
+        assert run.iid is not None
+        asked: dict[str, tuple[int, list[str]]] = {}
+        for k in range(PUZZLE_SEEDS):
+            seed = (run.seeds[0] + 7919 * (k + 1)) & 0x7FFFFFFF
+            obs, _ = run.reset(run.iid, seed)
+            out = run.call("solution", self.step_timeout_s, iid=run.iid)
+            answer = list(out.actions or [])
+            if obs in asked and asked[obs][1] != answer:
+                other, before = asked[obs]
+                raise _Fail(
+                    ErrorKind.UNSOLVABLE,
+                    f"the same question has two answers (seed {other}: {_short(' '.join(before))}; seed {seed}: "
+                    f"{_short(' '.join(answer))}): self.answer must be computed from the values the question shows",
+                )
+            asked.setdefault(obs, (seed, answer))
+        return f"{len(asked)} distinct question(s) over {PUZZLE_SEEDS} seeds, each with one answer"
 
     def _not_trivial(self, run: _Run) -> str:
         for probe, r in run.probe_results:

@@ -1,0 +1,186 @@
+"""The puzzle format (issue 17): the smallest game a designer may write, a TextGame subclass with
+only setup(rng), which returns the question and sets self.answer. The base scores each reply
+against the answer and answers it in solution(); the run records the game with the base
+inlined, shows the bundled puzzles as its examples and repairs a broken one with puzzle advice."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_support import ScriptedDesigner, records_by_type
+from sandbox_support import fast_config
+from spade_engine.config import load_config
+from spade_engine.engine.designer import PUZZLE_OPENING, CodeExample, repair_messages
+from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, puzzle_designer_messages
+from spade_engine.engine.designer_scaffold import SCAFFOLD_MARK
+from spade_engine.engine.seed_archive import load_seed_envs
+from spade_engine.events.store import open_event_log
+from spade_engine.runs.engine import open_engine
+from spade_engine.sandbox import SandboxPool
+from spade_engine.sandbox.scaffold import BEGIN, code_format, inline, puzzle_only, strip
+from spade_engine.sandbox.validator import Validator
+
+PUZZLE = '''import random
+import re
+
+
+class ShelfBooksEnv(TextGame):
+    """Count the books left on a shelf after some are lent out."""
+
+    def setup(self, rng):
+        shelves = [rng.randint(5, 12) for _ in range(3)]
+        lent = rng.randint(1, 4)
+        self.answer = sum(shelves) - lent
+        return f"Three shelves hold {shelves[0]}, {shelves[1]} and {shelves[2]} books; {lent} are lent out. How many are left?"
+'''
+
+TEXT_PUZZLE = '''import random
+import re
+
+
+class CapitalEnv(TextGame):
+    """Name the city."""
+
+    tries = 2
+
+    def setup(self, rng):
+        self.answer = rng.choice(["Paris Nord", "Lyon"])
+        return "Which station? (a text answer)"
+'''
+
+
+def test_code_format_tells_the_three_kinds_apart() -> None:
+    seeds = load_seed_envs("bundled")
+    kinds = {code_format(s.code) for s in seeds}
+    assert kinds == {"standalone", "scaffold", "puzzle"}
+    assert code_format(PUZZLE) == code_format(inline(PUZZLE)) == "puzzle"
+    assert code_format("class FooEnv:\n    def act(self, c):\n        pass\n") == "standalone"
+    puzzles = [s for s in seeds if code_format(s.code) == "puzzle"]
+    assert len(puzzles) >= 8 and len({s.skill for s in puzzles}) >= 8
+
+
+@pytest.mark.sandbox
+def test_a_puzzle_validates_and_the_base_scores_each_reply_against_the_answer() -> None:
+    code = inline(PUZZLE)
+    with SandboxPool(fast_config()) as pool:
+        report = Validator(pool, turn_limit=load_config().loop.turn_limit).validate(code)
+        assert report.valid, (report.failed_check, report.detail)
+        assert report.class_name == "ShelfBooksEnv"
+        with pool.open_session(code) as s:
+            obs, _ = s.reset(seed=4)
+            assert obs.startswith("Three shelves") and obs.endswith("Reply with your answer written as \\boxed{answer}.")
+            (answer,) = s.solution()
+            value = int(answer.removeprefix("\\boxed{").removesuffix("}"))
+            assert s.step(f"So the total is \\boxed{{{value}.0}}")[:4] == ("Correct.", 1.0, True, False)  # numbers as numbers
+            s.reset(seed=4)
+            assert s.step(f"\\boxed{{{value + 1}}}")[:4] == ("Wrong answer.", 0.0, True, False)  # one try by default
+            s.reset(seed=4)
+            assert s.step("the answer is 12")[1:3] == (0.0, True)  # no \\boxed{}: a wrong answer, not a free turn
+        with pool.open_session(inline(TEXT_PUZZLE)) as s:
+            s.reset(seed=1)
+            truth = s.solution()[0].removeprefix("\\boxed{").removesuffix("}")
+            assert s.step("\\boxed{Marseille}")[:4] == ("Wrong answer. 1 tries left.", 0.0, False, False)  # tries = 2
+            assert s.step(f"\\boxed{{ {truth.upper()} }}")[1:3] == (1.0, True)  # case and spaces ignored
+
+
+#: what the 0.5B wrote around a puzzle's setup(): an import of the base and a step() of its own
+NOISE = """from textgame import TextGame
+
+"""
+OWN_STEP = """
+    def step(self, action):
+        raise ValueError("Invalid action.")
+
+    def _unused(self):
+        return 2
+"""
+
+
+def test_puzzle_only_keeps_the_formats_part_and_drops_what_the_base_provides() -> None:
+    code = NOISE + PUZZLE.replace("import random\nimport re\n", "") + OWN_STEP
+    kept = puzzle_only(code)
+    assert "def step" not in kept and "textgame" not in kept and "def _unused(self):" in kept
+    assert kept.splitlines()[:3] == ["import random", "import re", "import math"]  # added when missing
+    assert "self.answer = sum(shelves) - lent" in kept and '"""Count the books left' in kept
+    assert puzzle_only(PUZZLE) == "import math\n" + PUZZLE  # nothing to drop: only the missing import added
+    assert puzzle_only("class AEnv(TextGame):\n    def step(self, a):\n        return 1\n").count("def step") == 1  # no setup()
+    assert puzzle_only("class AEnv(TextGame:\n") == "class AEnv(TextGame:\n"  # does not parse: unchanged
+    future = puzzle_only("from __future__ import annotations\n" + PUZZLE)
+    assert future.startswith("from __future__ import annotations\nimport math\n")  # __future__ stays first
+
+
+@pytest.mark.sandbox
+def test_a_puzzle_whose_question_does_not_decide_its_answer_is_unsolvable() -> None:
+    drawn = PUZZLE.replace("self.answer = sum(shelves) - lent", "self.answer = rng.randint(100, 999)").replace(
+        'return f"Three shelves hold {shelves[0]}, {shelves[1]} and {shelves[2]} books; {lent} are lent out. How many are left?"',
+        'return "How many books are left on the shelves?"')
+    with SandboxPool(fast_config()) as pool:
+        validator = Validator(pool, turn_limit=25)
+        report = validator.validate(inline(drawn))
+        good = validator.validate(inline(PUZZLE))
+    assert not report.valid and report.error_kind == "unsolvable" and report.failed_check == "solution"
+    assert "the same question has two answers" in report.detail
+    assert good.valid and "each with one answer" in next(c.detail for c in good.checks if c.name == "solution")
+
+
+@pytest.mark.sandbox
+def test_a_puzzle_without_an_answer_is_rejected_and_repaired_with_puzzle_advice() -> None:
+    broken = PUZZLE.replace("self.answer = sum(shelves) - lent", "total = sum(shelves) - lent")
+    with SandboxPool(fast_config()) as pool:
+        report = Validator(pool, turn_limit=25).validate(inline(broken))
+    assert not report.valid and report.error_kind == "crash" and "no attribute 'answer'" in report.detail
+    msgs = puzzle_designer_messages(skill="arithmetic", difficulty=0.5, document_text="DOC")
+    fresh = repair_messages(
+        msgs, f"```python\n{broken}```", error_kind=report.error_kind, failed_check=report.failed_check,
+        detail=report.detail, advice=PUZZLE_ADVICE, show_code=False,
+    )[-1]["content"]
+    assert fresh.startswith(PUZZLE_OPENING) and "A PREVIOUS ATTEMPT WAS REJECTED" in fresh  # the compact repair
+    assert "setup() must set self.answer" in fresh and "class ShelfBooksEnv" not in fresh
+
+
+def test_the_puzzle_prompt_shows_puzzles_without_the_base_and_asks_for_reasoning_steps() -> None:
+    puzzle = next(s for s in load_seed_envs("bundled") if code_format(s.code) == "puzzle")
+    msgs = puzzle_designer_messages(
+        skill="sequence", difficulty=0.5, document_text="DOC",
+        code_examples=[CodeExample("run-s1", puzzle.code, puzzle.skill)],
+    )
+    user = msgs[-1]["content"]
+    assert user.startswith(PUZZLE_OPENING) and PUZZLE_MARK in user and SCAFFOLD_MARK not in user
+    assert strip(puzzle.code).strip() in user and BEGIN not in user
+    assert "self.answer" in user and "3+ reasoning steps" in user
+    assert user.index("EXAMPLE") < user.index("REFERENCE DOCUMENT") < user.index("TASK")
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_a_puzzle_run_shows_puzzles_accepts_the_repair_and_plays_it(tmp_path) -> None:
+    broken = PUZZLE.replace("self.answer = sum(shelves) - lent", "total = sum(shelves) - lent")
+    policy = ScriptedDesigner(broken + OWN_STEP, NOISE + PUZZLE + OWN_STEP, hint="Add the shelves, then subtract.",
+                              action="\\boxed{3}")
+    cfg = load_config(overrides={
+        "loop.seed_envs": "bundled", "loop.designer_format": "puzzle", "loop.max_envs": 1, "loop.plays_per_env": 1,
+        "loop.max_repairs": 1, "sandbox.workers": 2,
+    })
+    data = tmp_path / "data"
+    with open_engine(cfg, run_id="run-puzzle-abcdef", data_dir=data, create=True, policy=policy) as opened:
+        assert opened.engine.run() == "max_envs"
+    log = open_event_log("run-puzzle-abcdef", data_dir=data)
+    try:
+        by_type = records_by_type(log)
+    finally:
+        log.close()
+    props = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentProposed"]}
+    verdicts = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentValidated"]}
+    first = props["abcdef-e00000"]
+    assert PUZZLE_MARK in first["prompt"] and BEGIN not in first["prompt"]
+    seeds = {k: p for k, p in props.items() if p["designer"].startswith("seed:")}
+    shown = [k for k, p in seeds.items() if strip(p["code"]).strip() in first["prompt"]]
+    assert shown and all(code_format(seeds[k]["code"]) == "puzzle" for k in shown)  # only puzzles as examples
+    assert verdicts["abcdef-e00000"]["error_kind"] == "crash"
+    repair_req = next(r for r in policy.requests if r.role == "designer" and "repair" in r.context)
+    assert "setup() must set self.answer" in repair_req.messages[-1]["content"]
+    assert verdicts["abcdef-e00000-r1"]["accepted"] and code_format(props["abcdef-e00000-r1"]["code"]) == "puzzle"
+    # recorded: the format's part only (its own step() and the base's import dropped); the completion as written
+    assert "raise ValueError" not in props["abcdef-e00000-r1"]["code"] and "raise ValueError" in props["abcdef-e00000-r1"]["completion"]
+    plays = [e.payload for e in by_type["RolloutCompleted"] if e.payload["env_id"] == "abcdef-e00000-r1"]
+    assert plays and all(len(p["turns"]) == 1 and p["terminated"] for p in plays)  # one answer ends the play
