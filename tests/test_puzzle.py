@@ -120,7 +120,42 @@ def test_a_puzzle_whose_question_does_not_decide_its_answer_is_unsolvable() -> N
         good = validator.validate(inline(PUZZLE))
     assert not report.valid and report.error_kind == "unsolvable" and report.failed_check == "solution"
     assert "the same question has two answers" in report.detail
-    assert good.valid and "each with one answer" in next(c.detail for c in good.checks if c.name == "solution")
+    assert good.valid and "each with one answer, not shown in it" in next(c.detail for c in good.checks if c.name == "solution")
+
+
+#: two puzzles the 0.5B wrote that the other checks pass: one fixed item, a question that is its answer
+FIXED = '''import random
+import re
+
+
+class InventoryEnv(TextGame):
+    """Inventory lookup."""
+    def setup(self, rng):
+        inventory = {"apple": 10, "banana": 5}
+        self.answer = inventory["apple"]
+        return "What is the quantity of apple?\\n" + "\\n".join(f"{k}: {v}" for k, v in inventory.items())
+'''
+ECHO = '''import random
+import re
+
+
+class CalendarAssistantEnv(TextGame):
+    def setup(self, rng):
+        self.answer = "The assistant is here, ready to help you. Day " + str(rng.randint(1, 9)) + "?"
+        return self.answer
+'''
+
+
+@pytest.mark.sandbox
+def test_a_fixed_puzzle_and_one_that_shows_its_answer_are_trivial() -> None:
+    shown = PUZZLE.replace("How many are left?", "How many are left? ({sum(shelves) - lent})")
+    with SandboxPool(fast_config()) as pool:
+        validator = Validator(pool, turn_limit=25)
+        fixed, echo, leak = (validator.validate(inline(c)) for c in (FIXED, ECHO, shown))
+    assert (fixed.error_kind, fixed.failed_check) == ("trivial", "solution") and "asks the same question" in fixed.detail
+    for report in (echo, leak):
+        assert (report.error_kind, report.failed_check) == ("trivial", "solution"), report.detail
+        assert "the question shows its own answer" in report.detail
 
 
 @pytest.mark.sandbox

@@ -101,6 +101,10 @@ PUZZLE_ADVICE: tuple[tuple[str, str], ...] = (
     (r"same question has two answers",
      "The question must decide the answer: compute self.answer from the values the question shows, never draw it "
      "separately with rng."),
+    (r"asks the same question",
+     "Draw the puzzle's numbers or words with rng in setup(), so every episode asks a new question."),
+    (r"shows its own answer",
+     "Never put self.answer (or the number it is) in the question: give the values, and let the agent compute it."),
     (r"RecursionError",
      "setup() must not call reset(), step() or solution(), and must not call itself."),
     (r"has no reset\(\) or step\(\)|has no reset\(\)|has no step\(\)|no environment class",

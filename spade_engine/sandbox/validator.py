@@ -20,7 +20,9 @@ check               passes when                                                 
 ``episode_ends``    repeated garbage actions end the episode within the turn      contract
                     limit: min(the environment's own max_turns, the budget)
 ``solution``        solution() actions, replayed at both seeds, reach success;    unsolvable
-                    for a puzzle, a question repeated over 8 seeds keeps one answer
+                    for a puzzle, over 8 more seeds: a repeated      trivial
+                    question keeps its answer; questions differ; the
+                    question does not show its answer
 ``not_trivial``     no probe action wins                                          trivial
 ``gymnasium_api``   gymnasium's check_env passes on the adapted environment       contract
 ==================  ============================================================  ================
@@ -45,6 +47,7 @@ environment does: every failure is a verdict.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -204,6 +207,25 @@ def _tainting(report: "ValidationReport") -> bool:
     if report.valid or report.failed_check in _NO_CODE_CHECKS:
         return False
     return report.error_kind not in _CLEAN_VERDICTS
+
+
+def _boxed_text(action: str) -> str:
+    """The text of a ``\\boxed{...}`` action (the action itself when it has none)."""
+    inner = action.strip()
+    if inner.startswith("\\boxed{") and inner.endswith("}"):
+        inner = inner[len("\\boxed{"):-1]
+    return " ".join(inner.split())
+
+
+def _shows(question: str, answer: str) -> bool:
+    """Whether ``question`` contains ``answer``: a number as a number of its own, a text of more
+    than three words (or the whole question) as a phrase; a short word may be one of the options."""
+    if not answer:
+        return False
+    q = " ".join(question.split())
+    if re.fullmatch(r"-?\d+(?:\.\d+)?", answer):
+        return re.search(rf"(?<![\d.]){re.escape(answer)}(?![\d]|\.\d)", q) is not None
+    return answer.lower() == q.lower() or (len(answer.split()) > 3 and answer.lower() in q.lower())
 
 
 def _short(action: str, n: int = 40) -> str:
@@ -427,25 +449,36 @@ class Validator:
         return "; ".join(details)
 
     def _one_answer(self, run: _Run) -> str:
-        """A puzzle's question must decide its answer: over ``PUZZLE_SEEDS`` more resets, two
-        episodes that ask the same question have the same answer (a puzzle whose answer is drawn
-        apart from its question, a measured 0.5B failure, cannot be solved by reasoning)."""
+        """A puzzle is a question that decides its answer, drawn anew per seed, without the
+        answer in it. Over ``PUZZLE_SEEDS`` more resets: two episodes that ask the same question
+        have the same answer (``unsolvable`` otherwise: an answer drawn apart from its question);
+        at least two questions differ (``trivial`` otherwise: one fixed item); the question does
+        not show its answer at every seed (``trivial``). Each is a measured 0.5B failure that the
+        other checks pass."""
         assert run.iid is not None
-        asked: dict[str, tuple[int, list[str]]] = {}
+        asked: dict[str, tuple[int, str]] = {}
+        shown = 0
         for k in range(PUZZLE_SEEDS):
             seed = (run.seeds[0] + 7919 * (k + 1)) & 0x7FFFFFFF
             obs, _ = run.reset(run.iid, seed)
             out = run.call("solution", self.step_timeout_s, iid=run.iid)
-            answer = list(out.actions or [])
+            answer = _boxed_text(" ".join(out.actions or []))
             if obs in asked and asked[obs][1] != answer:
                 other, before = asked[obs]
                 raise _Fail(
                     ErrorKind.UNSOLVABLE,
-                    f"the same question has two answers (seed {other}: {_short(' '.join(before))}; seed {seed}: "
-                    f"{_short(' '.join(answer))}): self.answer must be computed from the values the question shows",
+                    f"the same question has two answers (seed {other}: {_short(before)}; seed {seed}: "
+                    f"{_short(answer)}): self.answer must be computed from the values the question shows",
                 )
             asked.setdefault(obs, (seed, answer))
-        return f"{len(asked)} distinct question(s) over {PUZZLE_SEEDS} seeds, each with one answer"
+            shown += _shows(obs.rsplit("\n", 1)[0], answer)
+        if len(asked) < 2:
+            raise _Fail(ErrorKind.TRIVIAL, f"every one of {PUZZLE_SEEDS} seeds asks the same question: draw the "
+                        "puzzle's values with rng, so each episode is a new question")
+        if shown == PUZZLE_SEEDS:
+            raise _Fail(ErrorKind.TRIVIAL, f"the question shows its own answer at every one of {PUZZLE_SEEDS} seeds "
+                        f"(e.g. {_short(answer)}): the answer must be computed, not read off")
+        return f"{len(asked)} distinct questions over {PUZZLE_SEEDS} seeds, each with one answer, not shown in it"
 
     def _not_trivial(self, run: _Run) -> str:
         for probe, r in run.probe_results:
