@@ -54,6 +54,24 @@ def records_by_type(log: EventLog) -> dict[str, list[Any]]:
     return out
 
 
+def run_scripted(cfg: Any, policy: Any, run_id: str, data: Any) -> tuple[dict[str, list[Any]], dict[str, Any], dict[str, Any]]:
+    """Run ``cfg`` with ``policy`` to its ``max_envs`` bound as a new run ``run_id`` under ``data``;
+    return its events by type and the proposals and verdicts by env id (payloads)."""
+    from spade_engine.events.store import open_event_log
+    from spade_engine.runs.engine import open_engine
+
+    with open_engine(cfg, run_id=run_id, data_dir=data, create=True, policy=policy) as opened:
+        assert opened.engine.run() == "max_envs"
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        by_type = records_by_type(log)
+    finally:
+        log.close()
+    props = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentProposed"]}
+    verdicts = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentValidated"]}
+    return by_type, props, verdicts
+
+
 def check_chains(log: EventLog, *, k: int, max_repairs: int) -> dict[str, Any]:
     """Assert every environment's event chain is complete and duplicate-free; return a summary."""
     envs: dict[str, dict[str, Any]] = {}

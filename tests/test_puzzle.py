@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine_support import ScriptedDesigner, records_by_type
+from engine_support import ScriptedDesigner, run_scripted
 from sandbox_support import fast_config
 from spade_engine.config import load_config
 from spade_engine.engine.designer import PUZZLE_OPENING, CodeExample, repair_messages
 from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, puzzle_designer_messages
 from spade_engine.engine.designer_scaffold import SCAFFOLD_MARK
 from spade_engine.engine.seed_archive import load_seed_envs
-from spade_engine.events.store import open_event_log
-from spade_engine.runs.engine import open_engine
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import BEGIN, code_format, inline, puzzle_only, strip
 from spade_engine.sandbox.validator import Validator
@@ -196,16 +194,7 @@ def test_a_puzzle_run_shows_puzzles_accepts_the_repair_and_plays_it(tmp_path) ->
         "loop.seed_envs": "bundled", "loop.designer_format": "puzzle", "loop.max_envs": 1, "loop.plays_per_env": 1,
         "loop.max_repairs": 1, "sandbox.workers": 2,
     })
-    data = tmp_path / "data"
-    with open_engine(cfg, run_id="run-puzzle-abcdef", data_dir=data, create=True, policy=policy) as opened:
-        assert opened.engine.run() == "max_envs"
-    log = open_event_log("run-puzzle-abcdef", data_dir=data)
-    try:
-        by_type = records_by_type(log)
-    finally:
-        log.close()
-    props = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentProposed"]}
-    verdicts = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentValidated"]}
+    by_type, props, verdicts = run_scripted(cfg, policy, "run-puzzle-abcdef", tmp_path / "data")
     first = props["abcdef-e00000"]
     assert PUZZLE_MARK in first["prompt"] and BEGIN not in first["prompt"]
     seeds = {k: p for k, p in props.items() if p["designer"].startswith("seed:")}

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine_support import ScriptedDesigner, records_by_type
+from engine_support import ScriptedDesigner, run_scripted
 from sandbox_support import fast_config
 from spade_engine.config import load_config
 from spade_engine.engine.designer_scaffold import SCAFFOLD_MARK, scaffold_designer_messages
 from spade_engine.engine.seed_archive import load_seed_envs
 from spade_engine.engine.stages import code_lines, copied_share
-from spade_engine.events.store import open_event_log
-from spade_engine.runs.engine import open_engine
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import BASE_SOURCE, BEGIN, code_format, inline, is_scaffolded, strip, subclasses_base
 from spade_engine.sandbox.validator import Validator
@@ -130,16 +128,7 @@ def test_a_scaffold_run_records_inlined_games_shows_games_and_repairs_with_game_
         "loop.seed_envs": "bundled", "loop.designer_format": "scaffold", "loop.max_envs": 1, "loop.plays_per_env": 1,
         "loop.max_repairs": 1, "sandbox.workers": 2,
     })
-    data = tmp_path / "data"
-    with open_engine(cfg, run_id="run-game-abcdef", data_dir=data, create=True, policy=policy) as opened:
-        assert opened.engine.run() == "max_envs"
-    log = open_event_log("run-game-abcdef", data_dir=data)
-    try:
-        by_type = records_by_type(log)
-    finally:
-        log.close()
-    props = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentProposed"]}
-    verdicts = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentValidated"]}
+    by_type, props, verdicts = run_scripted(cfg, policy, "run-game-abcdef", tmp_path / "data")
     first, repair = props["abcdef-e00000"], props["abcdef-e00000-r1"]
     # recorded standalone: the base inlined, the completion as the model wrote it
     assert is_scaffolded(first["code"]) and BEGIN not in first["completion"]

@@ -9,14 +9,12 @@ from collections import Counter
 
 import pytest
 
-from engine_support import ScriptedDesigner, records_by_type
+from engine_support import ScriptedDesigner, run_scripted
 from sandbox_support import fast_config
 from spade_engine.config import load_config
 from spade_engine.engine.seed_archive import BUNDLED_DIR, load_seed_envs, resolve_seed_spec
 from spade_engine.engine.skills import SKILLS
 from spade_engine.errors import ConfigError
-from spade_engine.events.store import open_event_log
-from spade_engine.runs.engine import open_engine
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import code_format, strip
 from spade_engine.sandbox.validator import Validator
@@ -89,15 +87,7 @@ def test_a_run_records_the_seeds_shows_them_and_repairs_a_near_copy(tmp_path) ->
         "sandbox.workers": 2, "sandbox.step_timeout_s": 2.0,
     })
     data = tmp_path / "data"
-    with open_engine(cfg, run_id="run-seeds-abcdef", data_dir=data, create=True, policy=policy) as opened:
-        assert opened.engine.run() == "max_envs"
-    log = open_event_log("run-seeds-abcdef", data_dir=data)
-    try:
-        by_type = records_by_type(log)
-    finally:
-        log.close()
-    props = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentProposed"]}
-    verdicts = {e.payload["env_id"]: e.payload for e in by_type["EnvironmentValidated"]}
+    by_type, props, verdicts = run_scripted(cfg, policy, "run-seeds-abcdef", data)
     seeds = {k: p for k, p in props.items() if p["designer"].startswith("seed:")}
     assert len(seeds) == len(SEEDS) and all(verdicts[k]["accepted"] for k in seeds)
     assert not any(e.payload["env_id"] in seeds for e in by_type.get("HintWritten", []))  # validated, not played

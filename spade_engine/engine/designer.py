@@ -30,6 +30,7 @@ __all__ = [
     "CodeExample",
     "difficulty_label",
     "designer_messages",
+    "PromptFormat",
     "compose_messages",
     "repair_messages",
     "repair_feedback",
@@ -192,22 +193,34 @@ def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str, go
     )
 
 
-def designer_messages(
-    *,
-    skill: str,
-    difficulty: float,
-    document_text: str,
-    examples: MemoryExamples | None = None,
-    code_examples: Sequence[CodeExample] = (),
-    turn_budget: int = 25,
-    topic: str = "",
-) -> list[dict[str, str]]:
-    """The chat messages asking the designer for one environment: contract and rules (shared by
-    every prompt of a run), examples, the document, the task."""
-    return compose_messages(
-        contract_text(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
-        examples=examples, code_examples=code_examples, topic=topic,
-    )
+class PromptFormat:
+    """The designer prompt of one format: its contract (with the run's turn budget), how an
+    example's code is shown, and what the task's goal needs (actions, or reasoning steps).
+    Calling it gives the chat messages for one proposal (see :func:`compose_messages`)."""
+
+    def __init__(self, contract: Callable[[int], str], *, display: Callable[[str], str] = str, goal: str = "actions") -> None:
+        self.contract, self.display, self.goal = contract, display, goal
+
+    def __call__(
+        self,
+        *,
+        skill: str,
+        difficulty: float,
+        document_text: str,
+        examples: MemoryExamples | None = None,
+        code_examples: Sequence[CodeExample] = (),
+        turn_budget: int = 25,
+        topic: str = "",
+    ) -> list[dict[str, str]]:
+        return compose_messages(
+            self.contract(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
+            examples=examples, code_examples=code_examples, topic=topic, display=self.display, goal=self.goal,
+        )
+
+
+#: the chat messages asking the designer for one standalone environment: contract and rules
+#: (shared by every prompt of a run), examples, the document, the task
+designer_messages = PromptFormat(contract_text)
 
 
 def compose_messages(

@@ -16,11 +16,8 @@ the base class.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ..archive.examples import MemoryExamples
 from ..sandbox.scaffold import BASE_NAME, strip
-from .designer import PUZZLE_OPENING, SHARED_ADVICE, CodeExample, compose_messages
+from .designer import PUZZLE_OPENING, SHARED_ADVICE, PromptFormat
 
 __all__ = ["PUZZLE_MARK", "puzzle_contract_text", "puzzle_designer_messages", "PUZZLE_ADVICE", "PUZZLE_SHORT_LINES"]
 
@@ -71,22 +68,9 @@ def puzzle_contract_text(turn_budget: int) -> str:
     return _CONTRACT
 
 
-def puzzle_designer_messages(
-    *,
-    skill: str,
-    difficulty: float,
-    document_text: str,
-    examples: MemoryExamples | None = None,
-    code_examples: Sequence[CodeExample] = (),
-    turn_budget: int = 25,
-    topic: str = "",
-) -> list[dict[str, str]]:
-    """The chat messages asking the designer for one puzzle (same parts and order as
-    :func:`~spade_engine.engine.designer.designer_messages`; examples shown without the base)."""
-    return compose_messages(
-        puzzle_contract_text(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
-        examples=examples, code_examples=code_examples, topic=topic, display=strip, goal="reasoning steps",
-    )
+#: the chat messages asking the designer for one puzzle (the standalone prompt's parts and order;
+#: examples shown without the base; the goal needs reasoning steps, not actions)
+puzzle_designer_messages = PromptFormat(puzzle_contract_text, display=strip, goal="reasoning steps")
 
 
 #: (pattern in the failed check's detail, advice) for a puzzle

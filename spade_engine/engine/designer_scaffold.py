@@ -11,11 +11,8 @@ the game's methods instead of reset() and step().
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ..archive.examples import MemoryExamples
 from ..sandbox.scaffold import BASE_NAME, strip
-from .designer import CONTRACT_OPENING, SHARED_ADVICE, CodeExample, compose_messages
+from .designer import CONTRACT_OPENING, SHARED_ADVICE, PromptFormat
 
 __all__ = ["SCAFFOLD_MARK", "scaffold_contract_text", "scaffold_designer_messages", "SCAFFOLD_ADVICE", "SCAFFOLD_SHORT_LINES"]
 
@@ -78,22 +75,9 @@ def scaffold_contract_text(turn_budget: int) -> str:
     return _CONTRACT.replace("__BUDGET__", str(int(turn_budget)))
 
 
-def scaffold_designer_messages(
-    *,
-    skill: str,
-    difficulty: float,
-    document_text: str,
-    examples: MemoryExamples | None = None,
-    code_examples: Sequence[CodeExample] = (),
-    turn_budget: int = 25,
-    topic: str = "",
-) -> list[dict[str, str]]:
-    """The chat messages asking the designer for one TextGame game (same parts and order as
-    :func:`~spade_engine.engine.designer.designer_messages`; examples shown without the base)."""
-    return compose_messages(
-        scaffold_contract_text(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
-        examples=examples, code_examples=code_examples, topic=topic, display=strip,
-    )
+#: the chat messages asking the designer for one TextGame game (the standalone prompt's parts and
+#: order; examples shown without the base)
+scaffold_designer_messages = PromptFormat(scaffold_contract_text, display=strip)
 
 
 #: (pattern in the failed check's detail, advice) for a TextGame game
