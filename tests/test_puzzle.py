@@ -180,7 +180,7 @@ def test_the_puzzle_prompt_shows_puzzles_without_the_base_and_asks_for_reasoning
     user = msgs[-1]["content"]
     assert user.startswith(PUZZLE_OPENING) and PUZZLE_MARK in user and SCAFFOLD_MARK not in user
     assert strip(puzzle.code).strip() in user and BEGIN not in user
-    assert "self.answer" in user and "3+ reasoning steps" in user
+    assert "self.answer" in user and "3+ reasoning steps" in user and "Ideas (" not in user  # the ideas are games
     assert user.index("EXAMPLE") < user.index("REFERENCE DOCUMENT") < user.index("TASK")
 
 

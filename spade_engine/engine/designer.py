@@ -179,11 +179,11 @@ def _class_names(code: str) -> str:
     return ", ".join(names) or "(no class)"
 
 
-def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str, goal: str = "actions") -> str:
+def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str, goal: str = "actions", ideas: bool = True) -> str:
     label = difficulty_label(difficulty)
     steps = 2 if label == "easy" else (3 if label == "medium" else 4)
     description = info.description if info else skill
-    ideas = f" Ideas (pick one or invent your own): {'; '.join(info.ideas)}." if info and info.ideas else ""
+    ideas = f" Ideas (pick one or invent your own): {'; '.join(info.ideas)}." if ideas and info and info.ideas else ""
     about = f" The environment must be about {topic}, a concept from the document." if topic else ""
     return (
         f"TASK\nTarget skill: {skill} ({description}). Difficulty: {label} ({difficulty:.2f} on a 0-1 scale): the "
@@ -195,11 +195,14 @@ def _task_text(skill: str, difficulty: float, info: Skill | None, topic: str, go
 
 class PromptFormat:
     """The designer prompt of one format: its contract (with the run's turn budget), how an
-    example's code is shown, and what the task's goal needs (actions, or reasoning steps).
+    example's code is shown, what the task's goal needs (actions, or reasoning steps) and whether
+    the task lists the skill's game ideas (interactive ones: not for a one-answer puzzle).
     Calling it gives the chat messages for one proposal (see :func:`compose_messages`)."""
 
-    def __init__(self, contract: Callable[[int], str], *, display: Callable[[str], str] = str, goal: str = "actions") -> None:
-        self.contract, self.display, self.goal = contract, display, goal
+    def __init__(
+        self, contract: Callable[[int], str], *, display: Callable[[str], str] = str, goal: str = "actions", ideas: bool = True
+    ) -> None:
+        self.contract, self.display, self.goal, self.ideas = contract, display, goal, ideas
 
     def __call__(
         self,
@@ -215,6 +218,7 @@ class PromptFormat:
         return compose_messages(
             self.contract(turn_budget), skill=skill, difficulty=difficulty, document_text=document_text,
             examples=examples, code_examples=code_examples, topic=topic, display=self.display, goal=self.goal,
+            ideas=self.ideas,
         )
 
 
@@ -234,6 +238,7 @@ def compose_messages(
     topic: str = "",
     display: Callable[[str], str] = str,
     goal: str = "actions",
+    ideas: bool = True,
 ) -> list[dict[str, str]]:
     """System prompt + one user message of ``contract``, the examples (their code through
     ``display``), the document and the task (whose goal needs ``goal``: actions, or a puzzle's
@@ -243,7 +248,7 @@ def compose_messages(
     if ex_text:
         parts.append(ex_text)
     parts.append(f"REFERENCE DOCUMENT\n<REFERENCE_DOCUMENT>\n{document_text}\n</REFERENCE_DOCUMENT>")
-    parts.append(_task_text(skill, difficulty, skill_info(skill), topic, goal))
+    parts.append(_task_text(skill, difficulty, skill_info(skill), topic, goal, ideas))
     return [{"role": "system", "content": DESIGNER_SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
 
 

@@ -69,8 +69,9 @@ def puzzle_contract_text(turn_budget: int) -> str:
 
 
 #: the chat messages asking the designer for one puzzle (the standalone prompt's parts and order;
-#: examples shown without the base; the goal needs reasoning steps, not actions)
-puzzle_designer_messages = PromptFormat(puzzle_contract_text, display=strip, goal="reasoning steps")
+#: examples shown without the base; the goal needs reasoning steps, not actions; no game ideas:
+#: the skills' ideas are interactive, and the 0.5B given them wrote a step() loop instead)
+puzzle_designer_messages = PromptFormat(puzzle_contract_text, display=strip, goal="reasoning steps", ideas=False)
 
 
 #: (pattern in the failed check's detail, advice) for a puzzle
