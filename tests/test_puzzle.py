@@ -144,6 +144,29 @@ class CalendarAssistantEnv(TextGame):
 '''
 
 
+#: the 0.5B's GraphEnv: the question shows one draw, the answer is another
+HIDDEN_DRAW = '''import random
+import re
+
+
+class GraphEnv(TextGame):
+    """Graph search: reach a goal through a map within a cost budget."""
+    def setup(self, rng):
+        self.values = rng.randint(1, 10**6)
+        self.answer = rng.randint(1, 100)
+        return f"Graph cost {self.values} dollars. What value makes the graph cost {self.values} dollars?"
+'''
+
+
+@pytest.mark.sandbox
+def test_a_puzzle_whose_answer_is_a_draw_the_question_never_shows_is_unsolvable() -> None:
+    # every seed asks a new question and no question repeats, so only the fork probe sees it
+    with SandboxPool(fast_config()) as pool:
+        report = Validator(pool, turn_limit=25).validate(inline(HIDDEN_DRAW))
+    assert (report.error_kind, report.failed_check) == ("unsolvable", "solution"), report.detail
+    assert "the answer does not follow from the question: with random draw 2 onwards changed" in report.detail
+
+
 @pytest.mark.sandbox
 def test_a_fixed_puzzle_and_one_that_shows_its_answer_are_trivial() -> None:
     shown = PUZZLE.replace("How many are left?", "How many are left? ({sum(shelves) - lent})")

@@ -83,7 +83,7 @@ PUZZLE_ADVICE: tuple[tuple[str, str], ...] = (
      "Use only names your class defines: local variables of setup(), attributes set in setup(), class constants."),
     (r"not success|ended with reward|gave no actions",
      "self.answer must be a plain int or short word without braces, computed by the code in setup()."),
-    (r"same question has two answers",
+    (r"same question has two answers|does not follow from the question",
      "The question must decide the answer: compute self.answer from the values the question shows, never draw it "
      "separately with rng."),
     (r"asks the same question",

@@ -12,6 +12,23 @@ class TextGame:
     max_turns = 20
     tries = 1
 
+    class _Fork(_tg_random.Random):
+        """The validator's probe of a puzzle (a reset seed of 2**62 or more): the first `after`
+        draws of Random(base), then those of Random(base + 1)."""
+
+        def __init__(self, base, after):
+            super().__init__(base)
+            self._tg_other = _tg_random.Random(base + 1)
+            self._tg_left = after
+
+        def random(self):
+            self._tg_left -= 1
+            return super().random() if self._tg_left >= 0 else self._tg_other.random()
+
+        def getrandbits(self, k):
+            self._tg_left -= 1
+            return super().getrandbits(k) if self._tg_left >= 0 else self._tg_other.getrandbits(k)
+
     def __init__(self, max_turns=None):
         if max_turns is not None:
             self.max_turns = int(max_turns)
@@ -22,7 +39,10 @@ class TextGame:
     def reset(self, seed=None):
         self.turn_count = 0
         self._tg_wrong = 0
-        self.rng = _tg_random.Random(seed)
+        if isinstance(seed, int) and seed >= 1 << 62:
+            self.rng = TextGame._Fork(seed & 0xFFFFFFFF, (seed >> 32) & 0xFF)
+        else:
+            self.rng = _tg_random.Random(seed)
         intro = self.setup(self.rng)
         if self._is_puzzle():
             return str(intro) + "\nReply with your answer written as \\boxed{answer}.", {}

@@ -22,7 +22,9 @@ check               passes when                                                 
 ``solution``        solution() actions, replayed at both seeds, reach success;    unsolvable
                     for a puzzle, over 8 more seeds: a repeated      trivial
                     question keeps its answer; questions differ; the
-                    question does not show its answer
+                    question does not show its answer; and with the
+                    random draws after the k-th changed, a question
+                    that stays the same keeps its answer
 ``not_trivial``     no probe action wins                                          trivial
 ``gymnasium_api``   gymnasium's check_env passes on the adapted environment       contract
 ==================  ============================================================  ================
@@ -83,6 +85,8 @@ CHECKS: tuple[tuple[str, str], ...] = (
 CHECK_NAMES = tuple(name for name, _ in CHECKS)
 #: resets a puzzle's one-answer test draws (``solution`` check)
 PUZZLE_SEEDS = 8
+#: a reset seed with this bit asks TextGame for its fork probe (``textgame.py``); draws probed
+FORK, FORK_DRAWS = 1 << 62, 24
 
 
 @dataclass
@@ -475,10 +479,33 @@ class Validator:
         if len(asked) < 2:
             raise _Fail(ErrorKind.TRIVIAL, f"every one of {PUZZLE_SEEDS} seeds asks the same question: draw the "
                         "puzzle's values with rng, so each episode is a new question")
+        self._answer_shown_by_question(run)
         if shown == PUZZLE_SEEDS:
             raise _Fail(ErrorKind.TRIVIAL, f"the question shows its own answer at every one of {PUZZLE_SEEDS} seeds "
                         f"(e.g. {_short(answer)}): the answer must be computed, not read off")
         return f"{len(asked)} distinct questions over {PUZZLE_SEEDS} seeds, each with one answer, not shown in it"
+
+    def _answer_shown_by_question(self, run: _Run) -> None:
+        """The answer depends only on draws the question shows: the base's fork probe (reset seed
+        ``FORK | k << 32 | s``: the first k draws of seed s, the rest of s + 1) replays setup()
+        with the draws after the k-th changed; when the question stays the same and the answer
+        does not, the answer came from a draw the question never shows (``unsolvable``)."""
+        assert run.iid is not None
+        base = run.seeds[0] & 0xFFFFFFFF
+        question, _ = run.reset(run.iid, base)
+        answer = _boxed_text(" ".join(run.call("solution", self.step_timeout_s, iid=run.iid).actions or []))
+        for k in range(FORK_DRAWS):
+            obs, _ = run.reset(run.iid, FORK | k << 32 | base)
+            if obs != question:
+                continue
+            other = _boxed_text(" ".join(run.call("solution", self.step_timeout_s, iid=run.iid).actions or []))
+            if other != answer:
+                raise _Fail(
+                    ErrorKind.UNSOLVABLE,
+                    f"the answer does not follow from the question: with random draw {k + 1} onwards changed, the "
+                    f"question stays the same and the answer changes ({_short(answer)} -> {_short(other)}): "
+                    "compute self.answer from the values the question shows, never draw it separately",
+                )
 
     def _not_trivial(self, run: _Run) -> str:
         for probe, r in run.probe_results:
