@@ -119,6 +119,26 @@ def test_enable_thinking_reaches_templates_that_have_the_switch() -> None:
     assert render_messages(tok, msgs, enable_thinking=False) == render_messages(tok, msgs)
 
 
+def test_a_last_assistant_message_is_a_reply_prefix_the_model_continues() -> None:
+    _, tok = build_tiny_model(seed=0)
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+    prefix = {"role": "assistant", "content": "```python\nclass A:\n"}
+    tok.chat_template = (  # ChatML, as the catalogue's Qwen models have it
+        "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    for template in (tok.chat_template, None):  # the template, then the fallback format
+        tok.chat_template = template
+        turn = tok.decode(render_messages(tok, msgs))
+        continued = tok.decode(render_messages(tok, [*msgs, prefix]))
+        assert continued == turn + prefix["content"], (template, continued)  # inside the model's turn, not closed
+    policy = TransformersPolicy.from_tiny(seed=1)
+    req = PolicyRequest(role="designer", messages=[*msgs, prefix], max_new_tokens=4, temperature=0.0)
+    (sample,) = policy.generate([req])
+    assert sample.prompt_token_ids == policy.render(req) and len(sample.completion_token_ids) <= 4
+    assert policy.tokenizer.decode(sample.prompt_token_ids).endswith(prefix["content"])
+
+
 def test_a_rows_completion_depends_on_its_own_seed_not_on_its_batch() -> None:
     policy = TransformersPolicy.from_tiny(seed=2)
     target = _req("the same prompt", seed=11, max_new_tokens=20, temperature=1.0)

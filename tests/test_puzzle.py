@@ -11,7 +11,7 @@ from engine_support import ScriptedDesigner, run_scripted
 from sandbox_support import fast_config
 from spade_engine.config import load_config
 from spade_engine.engine.designer import PUZZLE_OPENING, CodeExample, repair_messages
-from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, puzzle_designer_messages
+from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, puzzle_designer_messages, puzzle_reply_prefix
 from spade_engine.engine.designer_scaffold import SCAFFOLD_MARK
 from spade_engine.engine.seed_archive import load_seed_envs
 from spade_engine.sandbox import SandboxPool
@@ -231,3 +231,44 @@ def test_a_puzzle_run_shows_puzzles_accepts_the_repair_and_plays_it(tmp_path) ->
     assert "raise ValueError" not in props["abcdef-e00000-r1"]["code"] and "raise ValueError" in props["abcdef-e00000-r1"]["completion"]
     plays = [e.payload for e in by_type["RolloutCompleted"] if e.payload["env_id"] == "abcdef-e00000-r1"]
     assert plays and all(len(p["turns"]) == 1 and p["terminated"] for p in plays)  # one answer ends the play
+
+
+BODY = """        shelves = [rng.randint(5, 12) for _ in range(3)]
+        self.answer = sum(shelves)
+        return f"Shelves of {shelves[0]}, {shelves[1]} and {shelves[2]} books: how many books in all?"
+```
+"""
+
+
+class ContinuingDesigner(ScriptedDesigner):
+    """A fake model (it stands in for one whose continuation the test must choose) that continues
+    the engine's reply prefix with setup()'s body."""
+
+    def generate(self, requests):
+        out = super().generate(requests)
+        for i, r in enumerate(requests):
+            if r.role == "designer" and r.messages[-1]["role"] == "assistant":
+                out[i] = type(out[i])(text=BODY)
+        return out
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_the_engine_starts_a_puzzle_reply_and_records_the_whole_reply(tmp_path) -> None:
+    assert puzzle_reply_prefix("graph_path").endswith("class GraphPathPuzzleEnv(TextGame):\n    def setup(self, rng):\n")
+    assert "class Pattern_RecognitionPuzzleEnv" not in puzzle_reply_prefix("Pattern Recognition")
+    assert "class PatternRecognitionPuzzleEnv(TextGame)" in puzzle_reply_prefix("Pattern Recognition")
+    policy = ContinuingDesigner("unused", "unused", action="\\boxed{3}")
+    cfg = load_config(overrides={
+        "loop.seed_envs": "bundled", "loop.designer_format": "puzzle", "loop.max_envs": 1, "loop.plays_per_env": 1,
+        "loop.max_repairs": 0, "sandbox.workers": 2,
+    })
+    by_type, props, verdicts = run_scripted(cfg, policy, "run-prefix-abcdef", tmp_path / "data")
+    (req,) = [r for r in policy.requests if r.role == "designer"]
+    first = props["abcdef-e00000"]
+    prefix = puzzle_reply_prefix(first["skill"])
+    assert req.messages[-1] == {"role": "assistant", "content": prefix}  # the reply the model continues
+    assert req.messages[-2]["content"] == first["prompt"]  # the recorded prompt is the user's turn
+    assert first["completion"] == prefix + BODY  # the whole reply: the engine's start and the model's part
+    assert verdicts["abcdef-e00000"]["accepted"], verdicts["abcdef-e00000"]["checks"]
+    assert verdicts["abcdef-e00000"]["class_name"].endswith("PuzzleEnv")

@@ -16,10 +16,15 @@ the base class.
 
 from __future__ import annotations
 
+import re
+
 from ..sandbox.scaffold import BASE_NAME, strip
 from .designer import PUZZLE_OPENING, SHARED_ADVICE, PromptFormat
 
-__all__ = ["PUZZLE_MARK", "puzzle_contract_text", "puzzle_designer_messages", "PUZZLE_ADVICE", "PUZZLE_SHORT_LINES"]
+__all__ = [
+    "PUZZLE_MARK", "puzzle_contract_text", "puzzle_designer_messages", "puzzle_reply_prefix", "PUZZLE_ADVICE",
+    "PUZZLE_SHORT_LINES",
+]
 
 #: how a prompt of this module is recognised (the repair flow and the advice depend on it)
 PUZZLE_MARK = f"with one setup() method on the engine's {BASE_NAME} class"
@@ -72,6 +77,18 @@ def puzzle_contract_text(turn_budget: int) -> str:
 #: examples shown without the base; the goal needs reasoning steps, not actions; no game ideas:
 #: the skills' ideas are interactive, and the 0.5B given them wrote a step() loop instead)
 puzzle_designer_messages = PromptFormat(puzzle_contract_text, display=strip, goal="reasoning steps", ideas=False)
+
+
+def puzzle_reply_prefix(skill: str) -> str:
+    """How the engine starts the designer's reply to a puzzle prompt (the model continues it):
+    the code block, the imports, a class named after the skill and the line ``def setup(self,
+    rng):``, so the model's first tokens are setup()'s body. Measured with the 0.5B without it: its
+    puzzles opened with ``from textgame import TextGame``, a class named ``Env``, or a ``step()``
+    written before (or instead of) setup(), and most never set ``self.answer``."""
+    name = "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", skill) if w) or "Puzzle"
+    if not name[0].isalpha():
+        name = "P" + name
+    return f"```python\nimport random\nimport re\nimport math\n\n\nclass {name}PuzzleEnv(TextGame):\n    def setup(self, rng):\n"
 
 
 #: (pattern in the failed check's detail, advice) for a puzzle

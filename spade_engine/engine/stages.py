@@ -59,7 +59,7 @@ from .designer import (
     novelty_text,
     repair_messages,
 )
-from .designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, PUZZLE_SHORT_LINES, puzzle_designer_messages
+from .designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, PUZZLE_SHORT_LINES, puzzle_designer_messages, puzzle_reply_prefix
 from .designer_scaffold import SCAFFOLD_ADVICE, SCAFFOLD_MARK, SCAFFOLD_SHORT_LINES, scaffold_designer_messages
 from .garbage import run_garbage_probe
 from .hints import clean_hint, hint_messages
@@ -263,8 +263,28 @@ class DesignJob:
     prompt: str
 
 
+def _with_reply_prefix(ctx: StageContext, messages: list[dict[str, str]], skill: str) -> list[dict[str, str]]:
+    """``messages`` with the format's reply prefix as a last assistant message (the puzzle
+    format starts the code for the model: :func:`~.designer_puzzle.puzzle_reply_prefix`)."""
+    if ctx.cfg.loop.designer_format != "puzzle" or ctx.designer_prompt is not None:
+        return messages
+    return [*messages, {"role": "assistant", "content": puzzle_reply_prefix(skill)}]
+
+
+def _reply(job: DesignJob, sample: Sample) -> str:
+    """The designer's whole reply: the request's reply prefix (part of the prompt tokens) and the
+    model's continuation, or the sample alone when it did not continue the prefix (a policy that
+    ignores prompts writes its own code block)."""
+    last = job.request.messages[-1] if job.request.messages else {}
+    prefix = last.get("content", "") if last.get("role") == "assistant" else ""
+    if not prefix or sample.text.lstrip().startswith("```"):
+        return sample.text
+    return prefix + sample.text
+
+
 def _proposal(ctx: StageContext, job: DesignJob, sample: Sample) -> EnvironmentProposed:
-    code = extract_code(sample.text) or ""
+    reply = _reply(job, sample)
+    code = extract_code(reply) or ""
     if ctx.cfg.loop.designer_format == "puzzle":
         code = puzzle_only(code)  # the format's part of the game: setup() and helpers, not the base's methods
     code = inline_scaffold(code)  # a TextGame game is recorded with its base class
@@ -282,7 +302,7 @@ def _proposal(ctx: StageContext, job: DesignJob, sample: Sample) -> EnvironmentP
         attempt=job.attempt,
         repair_of=job.repair_of,
         prompt=job.prompt,
-        completion=sample.text,
+        completion=reply,
         generation=sample.generation(),
         designer=ctx.policy.kind,
     )
@@ -410,7 +430,9 @@ def design_job(
         "turn_limit": ctx.cfg.loop.turn_limit,
         "examples": {"parents": examples.parents, "avoid": examples.avoid},
     }
-    req = ctx.request("designer", messages, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
+    req = ctx.request(
+        "designer", _with_reply_prefix(ctx, messages, skill), context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design")
+    )
     return DesignJob(
         request=req, env_id=env_id, skill=skill, nominal=nominal, messages=messages, examples=examples,
         doc_ref=doc.ref(), attempt=0, repair_of=None, prompt=messages[-1]["content"],
@@ -477,7 +499,10 @@ def repair_job(
     examples = MemoryExamples(
         frontier=[{"env_id": p} for p in failed.parents], neighbours=[{"env_id": a} for a in failed.avoid]
     )
-    req = ctx.request("designer", messages, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
+    req = ctx.request(
+        "designer", _with_reply_prefix(ctx, messages, failed.skill), context=context,
+        seed=derive_seed(ctx.seed, env_key(env_id), "design"),
+    )
     return DesignJob(
         request=req, env_id=env_id, skill=failed.skill, nominal=failed.difficulty, messages=messages, examples=examples,
         doc_ref=failed.document, attempt=failed.attempt + 1, repair_of=failed.env_id,

@@ -166,7 +166,9 @@ class EnvironmentProposed(EventPayload, frozen=True, kw_only=True):
     ``attempt`` is 0 for a first proposal and n for the n-th repair; ``repair_of`` names the
     env_id of the failed candidate it repairs. ``parents`` are the memory examples shown to the
     designer (lineage). ``generation`` carries the designer's tokens and behaviour log-probs for
-    the trainer.
+    the trainer. ``completion`` is the designer's reply: when the engine started that reply (the
+    puzzle format's reply prefix), it begins with the prefix, whose tokens are the end of
+    ``generation.prompt_token_ids``, not completion tokens.
     """
 
     TYPE: ClassVar[str] = "EnvironmentProposed"

@@ -38,17 +38,25 @@ def render_messages(tokenizer: Any, messages: list[dict[str, str]], *, enable_th
     """Prompt token ids for chat ``messages``: the chat template if any, else the fallback format.
 
     ``enable_thinking`` is passed to templates that have that switch (Qwen3-style thinking
-    modes); ``None`` keeps the template's default, and templates without it ignore it."""
+    modes); ``None`` keeps the template's default, and templates without it ignore it. A last
+    message of role ``assistant`` is a reply prefix: the prompt ends inside the model's turn,
+    after that text, and the model continues it (the designer's puzzle format starts the code)."""
+    prefix = bool(messages) and messages[-1].get("role") == "assistant"
     template = getattr(tokenizer, "chat_template", None)
     if template:
         kwargs: dict[str, Any] = {}
         if enable_thinking is not None and "enable_thinking" in str(template):
             kwargs["enable_thinking"] = bool(enable_thinking)
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **kwargs)
+        if prefix:
+            kwargs["continue_final_message"] = True
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=not prefix, tokenize=True, **kwargs)
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         return list(ids)
-    text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
+    turns = messages[:-1] if prefix else messages
+    text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in turns) + "<|assistant|>\n"
+    if prefix:
+        text += messages[-1]["content"]
     ids = tokenizer.encode(text, add_special_tokens=False)
     bos = getattr(tokenizer, "bos_token_id", None)
     return ([bos] if bos is not None else []) + list(ids)
