@@ -225,7 +225,8 @@ def test_a_puzzle_run_shows_puzzles_accepts_the_repair_and_plays_it(tmp_path) ->
     assert shown and all(code_format(seeds[k]["code"]) == "puzzle" for k in shown)  # only puzzles as examples
     assert verdicts["abcdef-e00000"]["error_kind"] == "crash"
     repair_req = next(r for r in policy.requests if r.role == "designer" and "repair" in r.context)
-    assert "setup() must set self.answer" in repair_req.messages[-1]["content"]
+    assert repair_req.messages[-1]["role"] == "assistant"  # a repair's reply is started too
+    assert "setup() must set self.answer" in repair_req.messages[-2]["content"]
     assert verdicts["abcdef-e00000-r1"]["accepted"] and code_format(props["abcdef-e00000-r1"]["code"]) == "puzzle"
     # recorded: the format's part only (its own step() and the base's import dropped); the completion as written
     assert "raise ValueError" not in props["abcdef-e00000-r1"]["code"] and "raise ValueError" in props["abcdef-e00000-r1"]["completion"]
@@ -268,6 +269,7 @@ def test_the_engine_starts_a_puzzle_reply_and_records_the_whole_reply(tmp_path) 
     first = props["abcdef-e00000"]
     prefix = puzzle_reply_prefix(first["skill"])
     assert req.messages[-1] == {"role": "assistant", "content": prefix}  # the reply the model continues
+    assert "\n    def " in req.stop and "\n```" in req.stop  # ... and ends after setup()
     assert req.messages[-2]["content"] == first["prompt"]  # the recorded prompt is the user's turn
     assert first["completion"] == prefix + BODY  # the whole reply: the engine's start and the model's part
     assert verdicts["abcdef-e00000"]["accepted"], verdicts["abcdef-e00000"]["checks"]

@@ -22,8 +22,8 @@ from ..sandbox.scaffold import BASE_NAME, strip
 from .designer import PUZZLE_OPENING, SHARED_ADVICE, PromptFormat
 
 __all__ = [
-    "PUZZLE_MARK", "puzzle_contract_text", "puzzle_designer_messages", "puzzle_reply_prefix", "PUZZLE_ADVICE",
-    "PUZZLE_SHORT_LINES",
+    "PUZZLE_MARK", "puzzle_contract_text", "puzzle_designer_messages", "puzzle_reply_prefix", "PUZZLE_STOPS",
+    "PUZZLE_ADVICE", "PUZZLE_SHORT_LINES",
 ]
 
 #: how a prompt of this module is recognised (the repair flow and the advice depend on it)
@@ -40,8 +40,8 @@ THE ENGINE PROVIDES THE REST: the class TextGame is defined for you, with reset(
 shows your question, reads the agent's \boxed{...} answer and compares it with self.answer. Do not write those
 methods and do not import TextGame: your class only subclasses it.
 
-YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, with a one-line docstring, optional constants
-as class attributes, and exactly ONE method:
+YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, and exactly ONE method (the engine starts it
+for you; lists of names or words are local variables inside it):
 - setup(self, rng) -> str:
   1. draw the puzzle's values with rng (rng.randint, rng.choice, rng.sample, rng.shuffle);
   2. COMPUTE the correct answer from them with Python code and store it: self.answer = ... (an int or a short word);
@@ -56,8 +56,8 @@ DO NOT (the most common reasons puzzles are rejected)
 1. Do not write __init__, reset, step, act, plan or solution: TextGame has them.
 2. The code starts with the lines import random and import re (and import math when needed), no from-import lines.
 3. Do not copy an example: write a new class name, a new question and a new theme.
-4. Use only names your class defines: every value is a local variable or self.NAME set in setup(), and a constant
-   is a class attribute of YOUR class. No print(), input(), files, numpy, or modules outside the standard library.
+4. Use only names setup() defines: every value is a local variable or self.answer. No print(), input(), files,
+   numpy, or modules outside the standard library.
 5. self.answer is computed by the code from the drawn values, never typed in by hand; no yes/no answers.
 6. Inside an f-string, braces are code: write the values with {x}, and never write \boxed{...} in an f-string.
 
@@ -89,6 +89,12 @@ def puzzle_reply_prefix(skill: str) -> str:
     if not name[0].isalpha():
         name = "P" + name
     return f"```python\nimport random\nimport re\nimport math\n\n\nclass {name}PuzzleEnv(TextGame):\n    def setup(self, rng):\n"
+
+
+#: where a puzzle reply ends (added to the designer's stop strings): the code block's end, a next
+#: method of the class (the base provides them; the 0.5B wrote step() loops after setup() until
+#: its token limit) or a next top-level class
+PUZZLE_STOPS = ("\n```", "\n    def ", "\n    @", "\nclass ", "\nif __name__")
 
 
 #: (pattern in the failed check's detail, advice) for a puzzle

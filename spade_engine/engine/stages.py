@@ -59,7 +59,7 @@ from .designer import (
     novelty_text,
     repair_messages,
 )
-from .designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, PUZZLE_SHORT_LINES, puzzle_designer_messages, puzzle_reply_prefix
+from .designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, PUZZLE_SHORT_LINES, PUZZLE_STOPS, puzzle_designer_messages, puzzle_reply_prefix
 from .designer_scaffold import SCAFFOLD_ADVICE, SCAFFOLD_MARK, SCAFFOLD_SHORT_LINES, scaffold_designer_messages
 from .garbage import run_garbage_probe
 from .hints import clean_hint, hint_messages
@@ -263,12 +263,17 @@ class DesignJob:
     prompt: str
 
 
-def _with_reply_prefix(ctx: StageContext, messages: list[dict[str, str]], skill: str) -> list[dict[str, str]]:
-    """``messages`` with the format's reply prefix as a last assistant message (the puzzle
-    format starts the code for the model: :func:`~.designer_puzzle.puzzle_reply_prefix`)."""
+def _designer_request(
+    ctx: StageContext, messages: list[dict[str, str]], skill: str, *, context: dict[str, Any], seed: int
+) -> PolicyRequest:
+    """The designer's request for ``messages``; the puzzle format starts the reply (a last
+    assistant message: :func:`~.designer_puzzle.puzzle_reply_prefix`) and ends it at the next
+    method or class (:data:`~.designer_puzzle.PUZZLE_STOPS`)."""
     if ctx.cfg.loop.designer_format != "puzzle" or ctx.designer_prompt is not None:
-        return messages
-    return [*messages, {"role": "assistant", "content": puzzle_reply_prefix(skill)}]
+        return ctx.request("designer", messages, context=context, seed=seed)
+    req = ctx.request("designer", [*messages, {"role": "assistant", "content": puzzle_reply_prefix(skill)}],
+                      context=context, seed=seed)
+    return dataclasses.replace(req, stop=tuple(dict.fromkeys((*req.stop, *PUZZLE_STOPS))))
 
 
 def _reply(job: DesignJob, sample: Sample) -> str:
@@ -430,9 +435,7 @@ def design_job(
         "turn_limit": ctx.cfg.loop.turn_limit,
         "examples": {"parents": examples.parents, "avoid": examples.avoid},
     }
-    req = ctx.request(
-        "designer", _with_reply_prefix(ctx, messages, skill), context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design")
-    )
+    req = _designer_request(ctx, messages, skill, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
     return DesignJob(
         request=req, env_id=env_id, skill=skill, nominal=nominal, messages=messages, examples=examples,
         doc_ref=doc.ref(), attempt=0, repair_of=None, prompt=messages[-1]["content"],
@@ -499,10 +502,7 @@ def repair_job(
     examples = MemoryExamples(
         frontier=[{"env_id": p} for p in failed.parents], neighbours=[{"env_id": a} for a in failed.avoid]
     )
-    req = ctx.request(
-        "designer", _with_reply_prefix(ctx, messages, failed.skill), context=context,
-        seed=derive_seed(ctx.seed, env_key(env_id), "design"),
-    )
+    req = _designer_request(ctx, messages, failed.skill, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
     return DesignJob(
         request=req, env_id=env_id, skill=failed.skill, nominal=failed.difficulty, messages=messages, examples=examples,
         doc_ref=failed.document, attempt=failed.attempt + 1, repair_of=failed.env_id,

@@ -8,10 +8,9 @@ import re
 class RaceFinishEnv(TextGame):
     """Deduce the finishing order of a race from facts and name who finished last."""
 
-    NAMES = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay"]
-
     def setup(self, rng):
-        order = rng.sample(self.NAMES, 4)
+        names = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay"]
+        order = rng.sample(names, 4)
         facts = [f"{order[i]} finished ahead of {order[i + 1]}." for i in range(3)]
         rng.shuffle(facts)
         self.answer = order[-1]

@@ -8,10 +8,9 @@ import re
 class ReceiptTotalEnv(TextGame):
     """Compute what a customer pays for a receipt after a discount."""
 
-    ITEMS = ["apples", "bread", "cheese", "milk", "rice", "tea"]
-
     def setup(self, rng):
-        names = rng.sample(self.ITEMS, 3)
+        items = ["apples", "bread", "cheese", "milk", "rice", "tea"]
+        names = rng.sample(items, 3)
         prices = [rng.randint(2, 9) for _ in names]
         counts = [rng.randint(1, 4) for _ in names]
         discount = rng.choice([2, 3, 5])

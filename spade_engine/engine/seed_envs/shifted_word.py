@@ -8,10 +8,9 @@ import re
 class ShiftedWordEnv(TextGame):
     """Decode a word whose letters were each shifted forward in the alphabet."""
 
-    WORDS = ["planet", "garden", "silver", "bridge", "candle", "forest"]
-
     def setup(self, rng):
-        word = rng.choice(self.WORDS)
+        words = ["planet", "garden", "silver", "bridge", "candle", "forest"]
+        word = rng.choice(words)
         shift = rng.randint(1, 5)
         coded = "".join(chr((ord(ch) - 97 + shift) % 26 + 97) for ch in word)
         self.answer = word

@@ -8,10 +8,9 @@ import re
 class TrueRowsEnv(TextGame):
     """Count the rows of a truth table on which a formula is true."""
 
-    OPS = ["and", "or"]
-
     def setup(self, rng):
-        op1, op2 = rng.choice(self.OPS), rng.choice(self.OPS)
+        ops = ["and", "or"]
+        op1, op2 = rng.choice(ops), rng.choice(ops)
         negate = rng.choice([True, False])
         count = 0
         for p in (False, True):
