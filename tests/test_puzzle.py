@@ -168,11 +168,14 @@ def test_a_puzzle_whose_answer_is_a_draw_the_question_never_shows_is_unsolvable(
 
 
 @pytest.mark.sandbox
-def test_a_fixed_puzzle_and_one_that_shows_its_answer_are_trivial() -> None:
+def test_a_fixed_puzzle_one_that_shows_its_answer_and_one_without_an_answer_are_rejected() -> None:
     shown = PUZZLE.replace("How many are left?", "How many are left? ({sum(shelves) - lent})")
+    none = PUZZLE.replace("self.answer = sum(shelves) - lent", "self.answer = None")  # the 0.5B's StackMachinePuzzleEnv
     with SandboxPool(fast_config()) as pool:
         validator = Validator(pool, turn_limit=25)
-        fixed, echo, leak = (validator.validate(inline(c)) for c in (FIXED, ECHO, shown))
+        fixed, echo, leak, unset = (validator.validate(inline(c)) for c in (FIXED, ECHO, shown, none))
+    assert (unset.error_kind, unset.failed_check) == ("unsolvable", "solution"), unset.detail
+    assert "self.answer is None" in unset.detail
     assert (fixed.error_kind, fixed.failed_check) == ("trivial", "solution") and "asks the same question" in fixed.detail
     for report in (echo, leak):
         assert (report.error_kind, report.failed_check) == ("trivial", "solution"), report.detail

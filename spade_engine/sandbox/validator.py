@@ -467,6 +467,9 @@ class Validator:
             obs, _ = run.reset(run.iid, seed)
             out = run.call("solution", self.step_timeout_s, iid=run.iid)
             answer = _boxed_text(" ".join(out.actions or []))
+            if answer in ("", "None"):
+                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: self.answer is {answer or 'empty'}: setup() must "
+                            "compute it from the values it draws")
             if obs in asked and asked[obs][1] != answer:
                 other, before = asked[obs]
                 raise _Fail(
