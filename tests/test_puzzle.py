@@ -272,7 +272,8 @@ def test_the_engine_starts_a_puzzle_reply_and_records_the_whole_reply(tmp_path) 
     first = props["abcdef-e00000"]
     prefix = puzzle_reply_prefix(first["skill"])
     assert req.messages[-1] == {"role": "assistant", "content": prefix}  # the reply the model continues
-    assert "\n    def " in req.stop and "\n```" in req.stop  # ... and ends after setup()
+    assert "\n    def step(" in req.stop and "\n```" in req.stop  # ... and ends before the base's methods
+    assert not any(stop.endswith("def ") for stop in req.stop)  # helper methods are the puzzle's own
     assert req.messages[-2]["content"] == first["prompt"]  # the recorded prompt is the user's turn
     assert first["completion"] == prefix + BODY  # the whole reply: the engine's start and the model's part
     assert verdicts["abcdef-e00000"]["accepted"], verdicts["abcdef-e00000"]["checks"]

@@ -40,8 +40,8 @@ THE ENGINE PROVIDES THE REST: the class TextGame is defined for you, with reset(
 shows your question, reads the agent's \boxed{...} answer and compares it with self.answer. Do not write those
 methods and do not import TextGame: your class only subclasses it.
 
-YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, and exactly ONE method (the engine starts it
-for you; lists of names or words are local variables inside it):
+YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, with ONE method, setup() (the engine starts
+it for you; lists of names or words are local variables inside it; a helper method it calls must follow it):
 - setup(self, rng) -> str:
   1. draw the puzzle's values with rng (rng.randint, rng.choice, rng.sample, rng.shuffle);
   2. COMPUTE the correct answer from them with Python code and store it: self.answer = ... (an int or a short word);
@@ -91,10 +91,13 @@ def puzzle_reply_prefix(skill: str) -> str:
     return f"```python\nimport random\nimport re\nimport math\n\n\nclass {name}PuzzleEnv(TextGame):\n    def setup(self, rng):\n"
 
 
-#: where a puzzle reply ends (added to the designer's stop strings): the code block's end, a next
-#: method of the class (the base provides them; the 0.5B wrote step() loops after setup() until
-#: its token limit) or a next top-level class
-PUZZLE_STOPS = ("\n```", "\n    def ", "\n    @", "\nclass ", "\nif __name__")
+#: where a puzzle reply ends (added to the designer's stop strings): the code block's end, a method
+#: the base provides (the 0.5B wrote step() loops after setup() until its token limit; helper
+#: methods stay: stopping at every method cut the helpers setup() calls) or a next top-level class
+PUZZLE_STOPS = (
+    "\n```", *(f"\n    def {name}(" for name in ("step", "reset", "solution", "act", "plan", "__init__")),
+    "\nclass ", "\nif __name__",
+)
 
 
 #: (pattern in the failed check's detail, advice) for a puzzle
