@@ -465,8 +465,7 @@ class Validator:
         for k in range(PUZZLE_SEEDS):
             seed = (run.seeds[0] + 7919 * (k + 1)) & 0x7FFFFFFF
             obs, _ = run.reset(run.iid, seed)
-            out = run.call("solution", self.step_timeout_s, iid=run.iid)
-            answer = _boxed_text(" ".join(out.actions or []))
+            answer = self._answer(run)
             if answer in ("", "None"):
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: self.answer is {answer or 'empty'}: setup() must "
                             "compute it from the values it draws")
@@ -482,26 +481,30 @@ class Validator:
         if len(asked) < 2:
             raise _Fail(ErrorKind.TRIVIAL, f"every one of {PUZZLE_SEEDS} seeds asks the same question: draw the "
                         "puzzle's values with rng, so each episode is a new question")
-        self._answer_shown_by_question(run)
+        self._answer_follows_question(run)
         if shown == PUZZLE_SEEDS:
             raise _Fail(ErrorKind.TRIVIAL, f"the question shows its own answer at every one of {PUZZLE_SEEDS} seeds "
                         f"(e.g. {_short(answer)}): the answer must be computed, not read off")
         return f"{len(asked)} distinct questions over {PUZZLE_SEEDS} seeds, each with one answer, not shown in it"
 
-    def _answer_shown_by_question(self, run: _Run) -> None:
+    def _answer(self, run: _Run) -> str:
+        """The answer of the puzzle episode just reset: the text of its solution."""
+        return _boxed_text(" ".join(run.call("solution", self.step_timeout_s, iid=run.iid).actions or []))
+
+    def _answer_follows_question(self, run: _Run) -> None:
         """The answer depends only on draws the question shows: the base's fork probe (reset seed
         ``FORK | k << 32 | s``: the first k draws of seed s, the rest of s + 1) replays setup()
         with the draws after the k-th changed; when the question stays the same and the answer
-        does not, the answer came from a draw the question never shows (``unsolvable``)."""
+        does not, the answer came from a draw the question never shows (``unsolvable``). Seed s
+        is the first validation seed, whose question and solution the checks before recorded."""
         assert run.iid is not None
-        base = run.seeds[0] & 0xFFFFFFFF
-        question, _ = run.reset(run.iid, base)
-        answer = _boxed_text(" ".join(run.call("solution", self.step_timeout_s, iid=run.iid).actions or []))
+        base = run.seeds[0]
+        question, answer = run.first_obs[base], _boxed_text(" ".join(run.solution_actions or []))
         for k in range(FORK_DRAWS):
             obs, _ = run.reset(run.iid, FORK | k << 32 | base)
             if obs != question:
                 continue
-            other = _boxed_text(" ".join(run.call("solution", self.step_timeout_s, iid=run.iid).actions or []))
+            other = self._answer(run)
             if other != answer:
                 raise _Fail(
                     ErrorKind.UNSOLVABLE,
