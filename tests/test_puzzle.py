@@ -168,6 +168,25 @@ def test_a_puzzle_whose_answer_is_a_draw_the_question_never_shows_is_unsolvable(
 
 
 @pytest.mark.sandbox
+def test_a_puzzle_drawing_with_the_global_random_module_draws_from_the_episodes_rng() -> None:
+    # what the 0.5B writes: random.randint instead of rng.randint (its SortSwapsPuzzleEnv was nondeterministic)
+    global_draws = PUZZLE.replace("rng.randint", "random.randint")
+    hidden = HIDDEN_DRAW.replace("self.answer = rng.randint", "self.answer = random.randint")
+    with SandboxPool(fast_config()) as pool:
+        validator = Validator(pool, turn_limit=25)
+        report, leak = validator.validate(inline(global_draws)), validator.validate(inline(hidden))
+        with pool.open_session(inline(global_draws)) as a, pool.open_session(inline(PUZZLE)) as b:
+            assert a.reset(seed=11)[0] == b.reset(seed=11)[0]  # the same draws as with rng
+            a.reset(seed=12)
+            first = a.solution()
+        with pool.open_session(inline(global_draws)) as c:
+            c.reset(seed=12)
+            assert c.solution() == first
+    assert report.valid, (report.failed_check, report.detail)
+    assert (leak.error_kind, leak.failed_check) == ("unsolvable", "solution"), leak.detail  # the fork probe sees them too
+
+
+@pytest.mark.sandbox
 def test_a_fixed_puzzle_one_that_shows_its_answer_and_one_without_an_answer_are_rejected() -> None:
     shown = PUZZLE.replace("How many are left?", "How many are left? ({sum(shelves) - lent})")
     none = PUZZLE.replace("self.answer = sum(shelves) - lent", "self.answer = None")  # the 0.5B's StackMachinePuzzleEnv
@@ -187,7 +206,8 @@ def test_a_puzzle_without_an_answer_is_rejected_and_repaired_with_puzzle_advice(
     broken = PUZZLE.replace("self.answer = sum(shelves) - lent", "total = sum(shelves) - lent")
     with SandboxPool(fast_config()) as pool:
         report = Validator(pool, turn_limit=25).validate(inline(broken))
-    assert not report.valid and report.error_kind == "crash" and "no attribute 'answer'" in report.detail
+    assert not report.valid and report.error_kind == "crash", report.detail
+    assert "setup(rng) must set self.answer" in report.detail  # said at reset, not as a step's AttributeError
     msgs = puzzle_designer_messages(skill="arithmetic", difficulty=0.5, document_text="DOC")
     fresh = repair_messages(
         msgs, f"```python\n{broken}```", error_kind=report.error_kind, failed_check=report.failed_check,

@@ -103,7 +103,7 @@ PUZZLE_STOPS = (
 #: (pattern in the failed check's detail, advice) for a puzzle
 PUZZLE_ADVICE: tuple[tuple[str, str], ...] = (
     *SHARED_ADVICE,
-    (r"object has no attribute 'answer'",
+    (r"object has no attribute 'answer'|must set self\.answer",
      "setup() must set self.answer = <the correct answer, computed by the code> before it returns the question."),
     (r"AttributeError: '(?!builtin_function_or_method)\w+' object has no attribute '(?![A-Z][A-Z0-9_]*')",
      "Use only names your class defines: local variables of setup(), attributes set in setup(), class constants."),

@@ -43,10 +43,28 @@ class TextGame:
             self.rng = TextGame._Fork(seed & 0xFFFFFFFF, (seed >> 32) & 0xFF)
         else:
             self.rng = _tg_random.Random(seed)
-        intro = self.setup(self.rng)
+        intro = TextGame._seeded_setup(self)
         if self._is_puzzle():
+            if not hasattr(self, "answer"):
+                raise AttributeError("setup(rng) must set self.answer: the answer to the question it returns")
             return str(intro) + "\nReply with your answer written as \\boxed{answer}.", {}
         return str(intro) + "\nReply with one action per turn, written as \\boxed{action}.", {}
+
+    #: the random module's functions that, during setup(), draw from the episode's rng
+    _TG_DRAWS = ("random", "uniform", "triangular", "randint", "choice", "choices", "randrange", "sample",
+                 "shuffle", "getrandbits", "gauss", "normalvariate", "expovariate", "betavariate")
+
+    def _seeded_setup(self):
+        """setup(self.rng), with random.randint, random.choice, ... drawing from self.rng meanwhile,
+        so a setup() that uses the global random module is as reproducible as one that uses rng."""
+        saved = {name: getattr(_tg_random, name) for name in TextGame._TG_DRAWS if hasattr(_tg_random, name)}
+        try:
+            for name in saved:
+                setattr(_tg_random, name, getattr(self.rng, name))
+            return self.setup(self.rng)
+        finally:
+            for name, fn in saved.items():
+                setattr(_tg_random, name, fn)
 
     def step(self, action):
         self.turn_count += 1
