@@ -5,6 +5,10 @@ with ``spade-engine models fetch`` and point ``SPADE_MODEL_CACHE`` at the cache)
 
 * **A, self-play**: ``start --model M --train``: the model designs environments, writes hints,
   plays them, and the in-process trainer trains it (GRPO, both roles) between environments;
+  with ``--seed-plays`` (default) it starts from the bundled seed environments of its designer
+  format (``--designer-format``, default puzzle: 9 one-answer puzzles) and plays them too
+  (``loop.seed_plays``), as a cold start whose designer has not yet written an accepted
+  environment still has something to train the agent on;
 * **B, fixed pool**: the same, with ``--env-source reasoning-gym:TRAIN_TASKS?size=N``: wrapped
   reasoning-gym items instead of the designer (only the agent role is trained);
 * **C, no training**: the base weights.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -46,9 +51,15 @@ from spade_engine.config import EvalConfig, load_config  # noqa: E402
 from spade_engine.evaluation.periodic import PeriodicEvaluator, build_eval_tasks  # noqa: E402
 from spade_engine.evaluation.recording import open_evaluations_log  # noqa: E402
 from spade_engine.events.store import new_run_id, open_event_log  # noqa: E402
+from spade_engine.engine.seed_archive import BUNDLED_DIR  # noqa: E402
 from spade_engine.runs.engine import open_engine  # noqa: E402
+from spade_engine.sandbox.scaffold import code_format  # noqa: E402
 
-TRAIN_TASKS = ("chain_sum", "lcm", "spell_backward")
+#: arm B's pool: tasks the base 0.5B solves now and then (sampled at temperature 0.6 with 200
+#: tokens, 2026-12-02: syllogism and letter_counting 1 of 8 answers each; chain_sum, lcm and
+#: spell_backward 0 of 40 plays in the first CPU run, ransom_note and isomorphic_strings cut
+#: before their answer), so some groups have the reward variance a GRPO update needs
+TRAIN_TASKS = ("syllogism", "letter_counting")
 EVAL_TASKS = ("gcd", "basic_arithmetic", "leg_counting")
 
 
@@ -101,6 +112,20 @@ def base_overrides(a: argparse.Namespace) -> dict[str, Any]:
 def eval_config(a: argparse.Namespace) -> EvalConfig:
     return EvalConfig(every=1, suites=["reasoning-gym:" + ",".join(a.eval_tasks)], size=a.eval_size, seed=a.eval_seed,
                       max_new_tokens=a.eval_max_new_tokens, batch_size=a.eval_batch, base=False)
+
+
+def format_seeds(fmt: str, data: Path) -> Path:
+    """A directory with the bundled seed environments of designer format ``fmt`` (arm A's
+    ``--seed-plays``: they are hinted and played like designed environments)."""
+    out = data / f"seeds-{fmt}"
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(BUNDLED_DIR.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if code_format(text) == fmt:
+            shutil.copyfile(path, out / path.name)
+    if not any(out.glob("*.py")):
+        raise SystemExit(f"no bundled seed environment has designer format {fmt!r}")
+    return out
 
 
 def run_arm(name: str, overrides: dict[str, Any], a: argparse.Namespace, data: Path, tasks: list) -> dict[str, Any]:
@@ -189,7 +214,9 @@ def main() -> None:
     ap.add_argument("--plays", type=int, default=4, help="k plain (and k hinted) plays per environment")
     ap.add_argument("--max-new-tokens", type=int, default=320, help="token budget of an agent turn and of a hint while training")
     ap.add_argument("--designer-max-new-tokens", type=int, default=2048, help="token budget of a designer completion (arm A)")
-    ap.add_argument("--designer-format", choices=("standalone", "scaffold", "puzzle"), default="scaffold",
+    ap.add_argument("--seed-plays", action=argparse.BooleanOptionalAction, default=True,
+                    help="arm A starts from the bundled seeds of its designer format and plays them (loop.seed_plays)")
+    ap.add_argument("--designer-format", choices=("standalone", "scaffold", "puzzle"), default="puzzle",
                     help="what arm A's designer writes (loop.designer_format; scaffold and puzzle repairs ask for a new attempt)")
     ap.add_argument("--max-envs", type=int, default=40, help="most environments per arm")
     ap.add_argument("--max-repairs", type=int, default=1)
@@ -226,7 +253,10 @@ def main() -> None:
              f"arm B trains on {', '.join(a.train_tasks)}; load average {load[0]:.1f}")
         arms = {"c": run_base(a, data, tasks)}
         base = base_overrides(a)
-        arms["a"] = run_arm("A (self-play)", base, a, data, tasks)
+        arm_a = dict(base)
+        if a.seed_plays:
+            arm_a.update({"loop.seed_envs": str(format_seeds(a.designer_format, data)), "loop.seed_plays": True})
+        arms["a"] = run_arm("A (self-play)", arm_a, a, data, tasks)
         source = "reasoning-gym:" + ",".join(a.train_tasks) + f"?size={a.pool_size}"
         arms["b"] = run_arm("B (fixed pool)", {**base, "loop.env_source": source, "loop.max_repairs": 0,
                                                 "memory.novelty_threshold": 0.0}, a, data, tasks)
@@ -250,6 +280,7 @@ def main() -> None:
     tok_a, tok_b = arms["a"]["completion_tokens"], arms["b"]["completion_tokens"]
     result = {
         "model": a.model, "smoke": a.smoke, "lora": a.lora, "updates_asked": a.updates,
+        "designer_format": a.designer_format, "arm_a_seed_plays": a.seed_plays,
         "arm_a_accuracy": round(acc["a"], 4), "arm_b_accuracy": round(acc["b"], 4), "arm_c_accuracy": round(acc["c"], 4),
         "delta_a_c": deltas["a_c"]["delta"], "delta_b_c": deltas["b_c"]["delta"], "delta_a_b": deltas["a_b"]["delta"],
         "delta_intervals": deltas,
