@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import msgspec
 import numpy as np
 
+from ..archive.examples import MemoryExamples
 from ..config import EngineConfig, RewardConfig
 from ..events.catalogue import (
     EnvironmentProposed,
@@ -45,25 +46,23 @@ from ..events.catalogue import (
     RolloutCompleted,
     ValidationCheck,
 )
-from ..archive.examples import MemoryExamples
+from ..policy.protocol import Policy, PolicyRequest, Sample
 from ..sandbox.probes import garbage_actions
-from ..sandbox.scaffold import code_format, game_line_numbers, inline as inline_scaffold, puzzle_only, strip as strip_scaffold
+from ..sandbox.scaffold import code_format, game_line_numbers
+from ..sandbox.scaffold import inline as inline_scaffold
+from ..sandbox.scaffold import strip as strip_scaffold
 from .bounds import bound_validated
 from .corpus import Corpus, truncate_tokens
 from .designer import (
-    ADVICE,
     CodeExample,
     declared_difficulty,
-    designer_messages,
     extract_code,
     novelty_text,
     repair_messages,
 )
-from .designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, PUZZLE_SHORT_LINES, PUZZLE_STOPS, puzzle_designer_messages, puzzle_reply_prefix
-from .designer_scaffold import SCAFFOLD_ADVICE, SCAFFOLD_MARK, SCAFFOLD_SHORT_LINES, scaffold_designer_messages
+from .designer_formats import designer_format, format_of_prompt
 from .garbage import run_garbage_probe
 from .hints import clean_hint, hint_messages
-from ..policy.protocol import Policy, PolicyRequest, Sample
 from .rollouts import PlaySpec, play_episodes
 from .rounds import estimate_round
 from .seed_archive import SeedEnv
@@ -266,14 +265,15 @@ class DesignJob:
 def _designer_request(
     ctx: StageContext, messages: list[dict[str, str]], skill: str, *, context: dict[str, Any], seed: int
 ) -> PolicyRequest:
-    """The designer's request for ``messages``; the puzzle format starts the reply (a last
-    assistant message: :func:`~.designer_puzzle.puzzle_reply_prefix`) and ends it at the next
-    method or class (:data:`~.designer_puzzle.PUZZLE_STOPS`)."""
-    if ctx.cfg.loop.designer_format != "puzzle" or ctx.designer_prompt is not None:
+    """The designer's request for ``messages``; a format with a reply prefix (the puzzle's:
+    :func:`~.designer_puzzle.puzzle_reply_prefix`) starts the reply as a last assistant message
+    and adds its stop strings (not for a prompt of the run's own, ``ctx.designer_prompt``)."""
+    fmt = designer_format(ctx.cfg.loop.designer_format)
+    if fmt.reply_prefix is None or ctx.designer_prompt is not None:
         return ctx.request("designer", messages, context=context, seed=seed)
-    req = ctx.request("designer", [*messages, {"role": "assistant", "content": puzzle_reply_prefix(skill)}],
+    req = ctx.request("designer", [*messages, {"role": "assistant", "content": fmt.reply_prefix(skill)}],
                       context=context, seed=seed)
-    return dataclasses.replace(req, stop=tuple(dict.fromkeys((*req.stop, *PUZZLE_STOPS))))
+    return dataclasses.replace(req, stop=tuple(dict.fromkeys((*req.stop, *fmt.stops))))
 
 
 def _reply(job: DesignJob, sample: Sample) -> str:
@@ -290,8 +290,7 @@ def _reply(job: DesignJob, sample: Sample) -> str:
 def _proposal(ctx: StageContext, job: DesignJob, sample: Sample) -> EnvironmentProposed:
     reply = _reply(job, sample)
     code = extract_code(reply) or ""
-    if ctx.cfg.loop.designer_format == "puzzle":
-        code = puzzle_only(code)  # the format's part of the game: setup() and helpers, not the base's methods
+    code = designer_format(ctx.cfg.loop.designer_format).normalize(code)  # the format's part of the code
     code = inline_scaffold(code)  # a TextGame game is recorded with its base class
     difficulty = declared_difficulty(code)
     return EnvironmentProposed(
@@ -345,9 +344,7 @@ def _code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str
 def prompt_builder(cfg: EngineConfig) -> Callable[..., list[dict[str, str]]]:
     """The designer prompt of ``loop.designer_format``: a standalone environment, a TextGame game
     or a puzzle."""
-    return {"scaffold": scaffold_designer_messages, "puzzle": puzzle_designer_messages}.get(
-        cfg.loop.designer_format, designer_messages
-    )
+    return designer_format(cfg.loop.designer_format).messages
 
 
 def designer_batch(cfg: EngineConfig, policy: Any) -> int:
@@ -477,16 +474,12 @@ def repair_job(
     prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg)
     system = prompt_fn(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]
     base = [{"role": "system", "content": system}, {"role": "user", "content": failed.prompt}]
-    advice, short = (
-        (PUZZLE_ADVICE, PUZZLE_SHORT_LINES) if PUZZLE_MARK in failed.prompt
-        else (SCAFFOLD_ADVICE, SCAFFOLD_SHORT_LINES) if SCAFFOLD_MARK in failed.prompt
-        else (ADVICE, 120)
-    )
+    fmt = format_of_prompt(failed.prompt)  # the format the failed proposal was asked in
     messages = repair_messages(
         base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check,
         detail=game_line_numbers(failed.code, _detail(verdict)),  # the lines of the code the designer wrote
         nearest=verdict.nearest_env_id, max_new_tokens=ctx.cfg.policy.generation.designer.max_new_tokens,
-        advice=advice, short_lines=short,
+        advice=fmt.advice, short_lines=fmt.short_lines,
         show_code=ctx.cfg.loop.repair_shows_code,
     )
     doc = failed.document

@@ -1,0 +1,33 @@
+"""The designer formats table (``engine/designer_formats.py``): each format's prompt is recognised
+as that format (a repair picks its advice by it), and only the puzzle starts the reply itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from spade_engine.config import load_config
+from spade_engine.engine.designer_formats import FORMATS, designer_format, format_of_prompt
+from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE
+from spade_engine.engine.stages import prompt_builder
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_each_formats_prompt_is_recognised_as_that_format(name: str) -> None:
+    fmt = designer_format(name)
+    assert fmt.name == name
+    user = fmt.messages(skill="arithmetic", difficulty=0.5, document_text="DOC")[-1]["content"]
+    assert format_of_prompt(user) is fmt
+    cfg = load_config(overrides={"loop.designer_format": name}, environ={})
+    assert prompt_builder(cfg) is fmt.messages
+
+
+def test_only_the_puzzle_writes_the_start_of_the_reply_and_reduces_the_code() -> None:
+    puzzle = designer_format("puzzle")
+    assert [n for n, f in FORMATS.items() if f.reply_prefix is not None] == ["puzzle"]
+    assert puzzle.reply_prefix("mod_arith").endswith("class ModArithPuzzleEnv(TextGame):\n    def setup(self, rng):\n")
+    assert "\n```" in puzzle.stops and puzzle.advice is PUZZLE_ADVICE
+    code = "class AEnv(TextGame):\n    def setup(self, rng):\n        self.answer = 1\n        return 'q'\n\n    def step(self, a):\n        return 0\n"
+    assert "def step" not in puzzle.normalize(code) and designer_format("scaffold").normalize(code) == code
+    assert format_of_prompt("no mark at all").name == "standalone"
+    with pytest.raises(ValueError, match="unknown designer format 'haiku'"):
+        designer_format("haiku")
