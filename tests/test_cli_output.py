@@ -403,3 +403,16 @@ def test_the_live_panel_and_tail_lines_on_a_terminal_are_inert(data):
     shown = buf.getvalue()
     assert shown.count("[/bold]\\x1b[32mvalid") >= 3  # the title, the skill row, the extra line, the hints
     assert "\x1b]" not in shown and "\r" not in shown and "\x07" not in shown and "\u2028" not in shown
+
+
+def test_the_accepted_count_keeps_the_seed_archive_apart():
+    from spade_engine.runs.cli import progress_line, stats_rows
+
+    stats = {"roots": 4, "proposals": 65, "repairs": 5, "valid": 57, "invalid": 8, "accepted": 57, "accepted_seeds": 56,
+             "duplicates": 0, "plays": 2, "estimated": 1, "mean_regret": 0.0, "band_share": None,
+             "invalid_kinds": {"crash": 8}, "mean_novelty": 0.5, "replays": 0, "mean_win_rate": 0.0, "policy_version": "v0",
+             "skills": {}, "starts": 1, "stopped": None, "seeds": 56, "hints": 1, "validated": 65, "truncated": 0}
+    line = progress_line(stats, 12.0, 4)
+    assert "57 valid, 8 invalid, 1 accepted (+56 seeds), 0 duplicates" in line  # one designed, not 57
+    assert dict(stats_rows(stats))["novelty"].startswith("1 accepted (+56 seeds), 0 duplicates")
+    assert "57 accepted, 0 duplicates" in progress_line({**stats, "accepted_seeds": 0}, 12.0, 4)

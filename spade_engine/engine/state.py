@@ -280,6 +280,7 @@ class RunState:
             "invalid": len(validated) - len(valid),
             "invalid_kinds": dict(kinds.most_common()),
             "accepted": len(accepted),
+            "accepted_seeds": sum(1 for s in accepted if s.is_seed),
             "duplicates": sum(1 for s in valid if not s.accepted),
             "truncated": sum(1 for s in validated if s.validated.error_kind == "truncated"),  # type: ignore[union-attr]
             "mean_novelty": mean(novelty) if novelty else None,

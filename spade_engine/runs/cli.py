@@ -57,6 +57,14 @@ def _band(stats: dict[str, Any]) -> str:
     return "-" if band is None else f"{band:.0%}"
 
 
+def _accepted(stats: dict[str, Any]) -> str:
+    """"N accepted" for the designed environments, with the accepted seeds apart (a seed archive
+    is validated too, and its 56 seeds would hide a designer that wrote none)."""
+    seeds = stats.get("accepted_seeds", 0)
+    designed = stats["accepted"] - seeds
+    return f"{designed} accepted" + (f" (+{seeds} seeds)" if seeds else "")
+
+
 def stats_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
     """The head of a run summary as (label, value) rows (values hold model-written skill and
     error-kind names: print them escaped)."""
@@ -64,7 +72,7 @@ def stats_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("proposals", f"{stats['proposals']} ({stats['roots']} new, {stats['repairs']} repairs)"),
         ("validity", f"{stats['valid']} valid / {stats['invalid']} invalid  {kinds}"),
-        ("novelty", f"{stats['accepted']} accepted, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}"),
+        ("novelty", f"{_accepted(stats)}, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}"),
         ("plays", f"{stats['plays']} plays{_replays(stats)}, {stats['estimated']} environments estimated"),
         ("regret", f"mean regret {_fmt(stats['mean_regret'])}, mean win rate {_fmt(stats['mean_win_rate'], '.2f')}, "
                    f"in band [0.4, 0.6]: {_band(stats)}"),
@@ -129,7 +137,7 @@ def progress_line(stats: dict[str, Any], elapsed_s: float, bound: int | None) ->
     of = f"/{bound}" if bound else ""
     return (
         f"[{elapsed_s:5.0f}s] {stats['roots']}{of} environments ({stats['proposals']} proposals, {stats['repairs']} repairs): "
-        f"{stats['valid']} valid, {stats['invalid']} invalid, {stats['accepted']} accepted, {stats['duplicates']} duplicates; "
+        f"{stats['valid']} valid, {stats['invalid']} invalid, {_accepted(stats)}, {stats['duplicates']} duplicates; "
         f"{stats['plays']} plays, {stats['estimated']} estimated; mean regret {_fmt(stats['mean_regret'])}, "
         f"in band {_band(stats)}"
     )
@@ -344,7 +352,7 @@ def start(
             trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
         note(styled(
             ("stopped", "bold"),
-            (f" ({reason}): {s['roots']} environments, {s['accepted']} accepted, {s['plays']} plays, "
+            (f" ({reason}): {s['roots']} environments, {_accepted(s)}, {s['plays']} plays, "
              f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
         ))
         for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
