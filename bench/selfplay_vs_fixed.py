@@ -114,6 +114,19 @@ def eval_config(a: argparse.Namespace) -> EvalConfig:
                       max_new_tokens=a.eval_max_new_tokens, batch_size=a.eval_batch, base=False)
 
 
+def eval_progress(arm: str) -> Any:
+    """A progress callback for an arm's held-out evaluation: one line per task whenever its
+    count of scored items changes."""
+    seen: dict[str, int] = {}
+
+    def progress(task: str, done: int, total: int) -> None:
+        if done and seen.get(task) != done:
+            seen[task] = done
+            _say(f"arm {arm}: held-out {task} {done}/{total} items")
+
+    return progress
+
+
 def format_seeds(fmt: str, data: Path) -> Path:
     """A directory with the bundled seed environments of designer format ``fmt`` (arm A's
     ``--seed-plays``: they are hinted and played like designed environments)."""
@@ -158,7 +171,7 @@ def run_arm(name: str, overrides: dict[str, Any], a: argparse.Namespace, data: P
         _say(f"arm {name}: stopped ({reason}) after {train_s:.0f} s with {len(updates)} updates; evaluating")
         t1 = time.perf_counter()
         ev = PeriodicEvaluator(eval_config(a), log=engine.log, blobs=engine.blobs, policy=engine.ctx.policy, tasks=tasks,
-                               model=a.model)
+                               model=a.model, on_progress=eval_progress(name))
         ev.evaluate_version(latest.version if latest else "v0", latest.checkpoint if latest else None)
         eval_s = time.perf_counter() - t1
         stats = engine.state.stats()
@@ -183,7 +196,7 @@ def run_base(a: argparse.Namespace, data: Path, tasks: list) -> dict[str, Any]:
         policy = transformers_policy_factory(a.model, data_dir=data, max_new_tokens=a.eval_max_new_tokens, device="cpu")()
         try:
             PeriodicEvaluator(eval_config(a), log=log, blobs=None, policy=policy, tasks=tasks,  # type: ignore[arg-type]
-                              model=a.model).evaluate_version("v0", None)
+                              model=a.model, on_progress=eval_progress("C (no training)")).evaluate_version("v0", None)
         finally:
             policy.close()
     finally:

@@ -177,9 +177,11 @@ def test_evaluator_loads_each_due_checkpoint_and_records_once(tmp_path):
     updates = [PolicyUpdated(version=f"v{i + 1}", parent_version=f"v{i}", checkpoint=refs[i], step=i + 1) for i in range(4)]
     policy = Recording()
     cfg = EvalConfig(every=2, suites=["reasoning-gym:gcd"], size=2)
-    ev = PeriodicEvaluator(cfg, log=log, blobs=blobs, policy=policy)
+    seen: list[tuple[str, int, int]] = []
+    ev = PeriodicEvaluator(cfg, log=log, blobs=blobs, policy=policy, on_progress=lambda *a: seen.append(a))
     try:
         assert ev.catch_up(None)[0].policy_version == "v0" and policy.loaded == []  # base weights: nothing to load
+        assert seen[0][1:] == (0, 2) and seen[-1][1:] == (2, 2) and "gcd" in seen[-1][0]  # told while it scores
         assert ev.catch_up(None) == []  # once per process
         for u in updates:
             log.append([make_envelope(u, run_id=run, producer="trainer")])

@@ -114,6 +114,7 @@ class PeriodicEvaluator:
         sandbox: sandbox limits for archive suites (a pool is started on first use) or
         pool: an existing sandbox pool to play archive suites in.
         model: the model name recorded in the events (default: the policy's own description).
+        on_progress: told ``(task, items done, items)`` while a version is scored.
     """
 
     cfg: EvalConfig
@@ -128,6 +129,8 @@ class PeriodicEvaluator:
     model: str | None = None
     producer: str = PRODUCER
     on_result: Callable[[str, list[EvaluationCompleted]], None] | None = None
+    #: ``on_progress(task label, items done, items)`` while a version is scored
+    on_progress: Callable[[str, int, int], None] | None = None
     evaluated: list[str] = field(default_factory=list)
     _owns_policy: bool = False
     _owns_pool: bool = False
@@ -210,7 +213,7 @@ class PeriodicEvaluator:
         sandbox = self.sandbox or SandboxConfig()
         results = evaluate(
             policy, tasks, self.settings, pool=self._pool() if needs_pool else None,
-            step_timeout_s=sandbox.step_timeout_s, concurrency=sandbox.workers,
+            step_timeout_s=sandbox.step_timeout_s, concurrency=sandbox.workers, on_progress=self.on_progress,
         )
         desc: dict[str, Any] = {}
         try:

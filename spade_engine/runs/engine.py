@@ -150,6 +150,8 @@ def open_engine(
                 cfg.eval, log=log, blobs=blobs, policy=built.ctx.policy, pool=built.ctx.pool, sandbox=cfg.sandbox,
                 open_log=run_log_opener(data_dir, backend=cfg.log.backend, bootstrap=cfg.log.bootstrap),
                 model=cfg.policy.model,
+                on_progress=lambda task, done, total, ctx=built.ctx: ctx.activity(
+                    f"held-out evaluation: {task} {done}/{total} items"),
             )
             closers.append(trainer.evaluator.close)
         engine = Engine(
