@@ -208,8 +208,11 @@ class Engine:
             self._maybe_load_policy()
             pending = self._pending()
             if pending:
-                if len(pending) == 1 and self._next_stage(pending[0]) in ("round", "replay"):
-                    self._train(flush=False)  # a later round of an environment: train on what is complete first
+                if len(pending) == 1 and self._next_stage(pending[0]) in ("hint", "round", "replay"):
+                    # the plays of an environment (or of its later round) are about to start: train on
+                    # what is complete first (seeds played with loop.seed_plays queue up here, never
+                    # reaching a design step in between)
+                    self._train(flush=False)
                 self._advance_batch(pending)
                 continue
             repairs = self._repairs()
