@@ -74,6 +74,10 @@ def test_a_puzzle_validates_and_the_base_scores_each_reply_against_the_answer() 
             assert s.step(f"\\boxed{{{value + 1}}}")[:4] == ("Wrong answer.", 0.0, True, False)  # one try by default
             s.reset(seed=4)
             assert s.step("the answer is 12")[1:3] == (0.0, True)  # no \\boxed{}: a wrong answer, not a free turn
+            s.reset(seed=4)  # the 0.5B agent often answers in reasoning-gym's tags: read like the fixed pool's scorer
+            assert s.step(f"<answer>1</answer> no, <answer> {value} </answer>")[:4] == ("Correct.", 1.0, True, False)
+            s.reset(seed=4)
+            assert s.step(f"<answer>{value}</answer> \\boxed{{{value + 1}}}")[1] == 0.0  # \\boxed{} comes first
         with pool.open_session(inline(TEXT_PUZZLE)) as s:
             s.reset(seed=1)
             truth = s.solution()[0].removeprefix("\\boxed{").removesuffix("}")

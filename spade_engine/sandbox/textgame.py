@@ -6,8 +6,9 @@ import re as _tg_re
 class TextGame:
     """The reset/step/solution contract, turn counting and \\boxed{} parsing for a game that
     defines setup(rng) -> str, act(command) -> (text, reward, done) and plan() -> [command].
-    A puzzle defines only setup(rng), which sets self.answer: each reply is an answer, scored
-    1.0 when it equals self.answer; after `tries` wrong answers the episode ends with 0.0."""
+    A puzzle defines only setup(rng), which sets self.answer: each reply is an answer (its last
+    \\boxed{}, else its last <answer></answer>), scored 1.0 when it equals self.answer; after
+    `tries` wrong answers the episode ends with 0.0."""
 
     max_turns = 20
     tries = 1
@@ -69,6 +70,8 @@ class TextGame:
     def step(self, action):
         self.turn_count += 1
         found = _tg_re.findall(r"\\boxed\{([^{}]*)\}", str(action))
+        if not found and self._is_puzzle():  # reasoning-gym's convention, as the engine's own scorer reads it
+            found = _tg_re.findall(r"<answer>\s*([^<>]*?)\s*</answer>", str(action))
         command = " ".join(found[-1].split()) if found else ""
         if command:
             text, reward, done = TextGame._outcome(self.act(command))
