@@ -26,7 +26,7 @@ numbers). The last line is JSON: per-arm accuracy (mean over the evaluation task
 A-C, B-C, A-B with paired 95% intervals, per-task accuracies, updates, tokens, times, and the
 machine's load average.
 
-    python3 bench/selfplay_vs_fixed.py                  # CPU, LoRA, the 0.5B model (about an hour here)
+    python3 bench/selfplay_vs_fixed.py                  # CPU, LoRA, the 0.5B model (README: --updates 1 took 46 minutes here)
     python3 bench/selfplay_vs_fixed.py --smoke          # tiny random model, tiny sizes (CI)
 """
 
