@@ -7,7 +7,7 @@ import pytest
 
 from spade_engine.config import load_config
 from spade_engine.engine.designer_formats import FORMATS, designer_format, format_of_prompt
-from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE
+from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE, SETUP_PLAN
 from spade_engine.engine.stages import prompt_builder
 
 
@@ -24,7 +24,7 @@ def test_each_formats_prompt_is_recognised_as_that_format(name: str) -> None:
 def test_only_the_puzzle_writes_the_start_of_the_reply_and_reduces_the_code() -> None:
     puzzle = designer_format("puzzle")
     assert [n for n, f in FORMATS.items() if f.reply_prefix is not None] == ["puzzle"]
-    assert puzzle.reply_prefix("mod_arith").endswith("class ModArithPuzzleEnv(TextGame):\n    def setup(self, rng):\n")
+    assert puzzle.reply_prefix("mod_arith").endswith("class ModArithPuzzleEnv(TextGame):\n    def setup(self, rng):\n" + SETUP_PLAN)
     assert "\n```" in puzzle.stops and puzzle.advice is PUZZLE_ADVICE
     code = "class AEnv(TextGame):\n    def setup(self, rng):\n        self.answer = 1\n        return 'q'\n\n    def step(self, a):\n        return 0\n"
     assert "def step" not in puzzle.normalize(code) and designer_format("scaffold").normalize(code) == code

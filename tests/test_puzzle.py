@@ -11,7 +11,7 @@ from engine_support import ScriptedDesigner, run_scripted
 from sandbox_support import fast_config
 from spade_engine.config import load_config
 from spade_engine.engine.designer import PUZZLE_OPENING, CodeExample, repair_messages
-from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, puzzle_designer_messages, puzzle_reply_prefix
+from spade_engine.engine.designer_puzzle import PUZZLE_ADVICE, PUZZLE_MARK, SETUP_PLAN, puzzle_designer_messages, puzzle_reply_prefix
 from spade_engine.engine.designer_scaffold import SCAFFOLD_MARK
 from spade_engine.engine.seed_archive import load_seed_envs
 from spade_engine.sandbox import SandboxPool
@@ -283,7 +283,8 @@ class ContinuingDesigner(ScriptedDesigner):
 @pytest.mark.sandbox
 @pytest.mark.slow
 def test_the_engine_starts_a_puzzle_reply_and_records_the_whole_reply(tmp_path) -> None:
-    assert puzzle_reply_prefix("graph_path").endswith("class GraphPathPuzzleEnv(TextGame):\n    def setup(self, rng):\n")
+    assert puzzle_reply_prefix("graph_path").endswith("class GraphPathPuzzleEnv(TextGame):\n    def setup(self, rng):\n" + SETUP_PLAN)
+    assert SETUP_PLAN.startswith("        # ") and "self.answer" in SETUP_PLAN  # setup()'s steps, as a comment in its body
     assert "class Pattern_RecognitionPuzzleEnv" not in puzzle_reply_prefix("Pattern Recognition")
     assert "class PatternRecognitionPuzzleEnv(TextGame)" in puzzle_reply_prefix("Pattern Recognition")
     policy = ContinuingDesigner("unused", "unused", action="\\boxed{3}")

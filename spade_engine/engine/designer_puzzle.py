@@ -79,16 +79,22 @@ def puzzle_contract_text(turn_budget: int) -> str:
 puzzle_designer_messages = PromptFormat(puzzle_contract_text, display=strip, goal="reasoning steps", ideas=False)
 
 
+#: the first line of setup()'s body in the reply the engine starts: the steps as a comment
+SETUP_PLAN = "        # draw the values with rng; set self.answer = the value computed from them; return the question that shows them\n"
+
+
 def puzzle_reply_prefix(skill: str) -> str:
     """How the engine starts the designer's reply to a puzzle prompt (the model continues it):
     the code block, the imports, a class named after the skill and the line ``def setup(self,
     rng):``, so the model's first tokens are setup()'s body. Measured with the 0.5B without it: its
     puzzles opened with ``from textgame import TextGame``, a class named ``Env``, or a ``step()``
-    written before (or instead of) setup(), and most never set ``self.answer``."""
+    written before (or instead of) setup(), and most never set ``self.answer``. It ends with
+    :data:`SETUP_PLAN`, setup()'s three steps as a comment (with the 0.5B: 2 of 8 first tries
+    accepted with it, 0 of 16 without; 3 of 8 without had set no ``self.answer``)."""
     name = "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", skill) if w) or "Puzzle"
     if not name[0].isalpha():
         name = "P" + name
-    return f"```python\nimport random\nimport re\nimport math\n\n\nclass {name}PuzzleEnv(TextGame):\n    def setup(self, rng):\n"
+    return f"```python\nimport random\nimport re\nimport math\n\n\nclass {name}PuzzleEnv(TextGame):\n    def setup(self, rng):\n{SETUP_PLAN}"
 
 
 #: where a puzzle reply ends (added to the designer's stop strings): the code block's end, a method
