@@ -60,7 +60,7 @@ def _band(stats: dict[str, Any]) -> str:
 def _accepted(stats: dict[str, Any]) -> str:
     """"N accepted" for the designed environments, with the accepted seeds apart (a seed archive
     is validated too, and its 56 seeds would hide a designer that wrote none)."""
-    seeds = stats.get("accepted_seeds", 0)
+    seeds = stats["accepted_seeds"]
     designed = stats["accepted"] - seeds
     return f"{designed} accepted" + (f" (+{seeds} seeds)" if seeds else "")
 
