@@ -213,6 +213,27 @@ def test_batches_samples_avg_at_k_and_a_raising_verifier():
     assert r.score.accuracy == 0.0 and r.score.scoring_errors == 3
 
 
+def test_the_system_prompt_is_chosen_by_name_and_recorded():
+    """boxed-v2 (the default) asks for an empty box; boxed-v1, the first prompt, stays selectable
+    so results measured with it can be repeated; the name is recorded as prompt_version."""
+    from spade_engine.evaluation.runner import EVAL_PROMPTS
+
+    assert "\\boxed{}" in EVAL_PROMPTS["boxed-v2"] and "\\boxed{<answer>}" in EVAL_PROMPTS["boxed-v1"]
+    (gcd,) = rg(("gcd",), size=2)
+    for name in ("boxed-v2", "boxed-v1"):
+        seen: list[str] = []
+
+        def reply(req, seen=seen):
+            seen.append(req.messages[0]["content"])
+            return oracle(req)
+
+        settings = EvalSettings(prompt=name) if name != "boxed-v2" else EvalSettings()
+        policy = Scripted(reply)
+        (res,) = evaluate(policy, [gcd], settings)
+        assert seen == [EVAL_PROMPTS[name]] * 2 and res.score.accuracy == 1.0
+        assert res.event(evaluation_id="e", policy=policy_info(policy), settings=settings).prompt_version == name
+
+
 def test_greedy_tiny_model_is_deterministic_and_records_its_events(tmp_path):
     from spade_engine.policy.transformers_policy import TransformersPolicy
 
@@ -305,6 +326,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
         (["archive:nope", "--model", "procedural"], "no run"),
         (["rg:gcd", "rg:gcd", "--model", "tiny", "--size", "1"], "named twice"),
         (["rg:gcd", "--run", "nope"], "no run 'nope'"),
+        (["rg:gcd", "--model", "tiny", "--prompt", "boxed-v9"], "unknown evaluation prompt 'boxed-v9'"),
     ]:
         res = _eval(*args, data=data)
         assert res.exit_code == 2, (args, res.output)

@@ -66,7 +66,7 @@ def test_a_puzzle_validates_and_the_base_scores_each_reply_against_the_answer() 
         assert report.class_name == "ShelfBooksEnv"
         with pool.open_session(code) as s:
             obs, _ = s.reset(seed=4)
-            assert obs.startswith("Three shelves") and obs.endswith("Reply with your answer written as \\boxed{answer}.")
+            assert obs.startswith("Three shelves") and obs.endswith("Please reason step by step, and put your final answer within \\boxed{}.")
             (answer,) = s.solution()
             value = int(answer.removeprefix("\\boxed{").removesuffix("}"))
             assert s.step(f"So the total is \\boxed{{{value}.0}}")[:4] == ("Correct.", 1.0, True, False)  # numbers as numbers

@@ -78,12 +78,12 @@ def test_a_game_validates_in_the_sandbox_with_the_base_doing_the_contract() -> N
         assert report.class_name == "PebbleCountEnv"
         with pool.open_session(code, max_turns=4) as s:
             obs, info = s.reset(seed=5)
-            assert obs.startswith("Two piles") and "\\boxed{action}" in obs and info == {}
+            assert obs.startswith("Two piles") and obs.endswith("put your one action within \\boxed{}.") and info == {}
             actions = s.solution()
             assert actions[0] == "\\boxed{weigh 1}" and actions[-1].startswith("\\boxed{answer ")
             # no \boxed{}: the base answers, the game is not called, the turn counts
             assert s.step("I think it is 7")[:4] == (
-                "No action found: reply with one action written as \\boxed{action}.", 0.0, False, False)
+                "No action found: put your one action within \\boxed{}.", 0.0, False, False)
             # a bare string from act() is (text, 0.0, not done); commands are trimmed and spaced once
             assert s.step("\\boxed{  dance  }")[:4] == ("Unknown command. Use weigh 1, weigh 2 or answer N.", 0.0, False, False)
             assert s.step("I weigh: \\boxed{weigh 2} no, \\boxed{weigh   1}")[1] == 0.05  # the last \\boxed{} counts

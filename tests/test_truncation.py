@@ -126,3 +126,30 @@ def test_plays_recorded_before_end_reasons_read_with_one() -> None:
         summary, why = decode_record(Record(0, 0, e, b""))
         assert why is None and summary.env_id == "e"
     assert RolloutCompleted.VERSION == 3
+
+
+def test_the_agent_is_asked_for_an_empty_box_and_a_run_can_give_its_own_system_prompt() -> None:
+    """A placeholder inside the braces is copied by small models (``<action>`` tags, the word
+    "answer"): neither the agent's system prompt nor TextGame's instruction lines hold one."""
+    import re
+
+    from spade_engine.policy.protocol import Sample
+    from spade_engine.sandbox.scaffold import BASE_SOURCE
+
+    placeholder = re.compile(r"\\boxed\{[^}]")
+    assert "\\boxed{}" in AGENT_SYSTEM_PROMPT and not placeholder.search(AGENT_SYSTEM_PROMPT)
+    lines = [ln for ln in BASE_SOURCE.splitlines() if "found:" in ln or "Please reason" in ln or "Each turn" in ln]
+    assert len(lines) == 4 and not any(placeholder.search(ln.replace("\\\\", "\\")) for ln in lines)
+    seen: list[list[dict]] = []
+
+    def generate(requests):
+        seen.extend(r.messages for r in requests)
+        return [Sample(text="\\boxed{x}", finish_reason="stop") for _ in requests]
+
+    steps: list[str] = []
+    for prompt in (None, "Custom prompt."):
+        play_episodes(env_id="abcdef-e00000", specs=[PlaySpec(index=0, hinted=False, seed=5)],
+                      open_session=lambda: _CountingSession(steps), generate=generate, policy_version="v0", hint=None,
+                      turn_limit=1, system_prompt=prompt)
+    assert [m[0]["content"] for m in seen] == [AGENT_SYSTEM_PROMPT, "Custom prompt."]
+    assert steps == ["\\boxed{x}", "\\boxed{x}"]

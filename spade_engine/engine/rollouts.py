@@ -44,10 +44,13 @@ __all__ = [
     "play_episodes",
 ]
 
+#: No placeholder inside the braces: with ``\\boxed{<action>}`` the 0.5B catalogue model wrote
+#: ``<action>...</action>`` tags in 5 of 5 puzzle replies and with ``\\boxed{answer}`` it wrote the
+#: word "answer" (``bench/agent.py`` measures it); the wording is the one Qwen models are tuned on.
 AGENT_SYSTEM_PROMPT = (
-    "You are playing an interactive text environment. Each turn you see an observation. Think "
-    "briefly, then reply with exactly one action wrapped as \\boxed{<action>}. The environment "
-    "only reads the last \\boxed{...} in your reply."
+    "You are playing an interactive text environment. Each turn you see an observation. Please "
+    "reason step by step, and put your final answer or your one action within \\boxed{}. The "
+    "environment only reads the last \\boxed{} in your reply."
 )
 HINT_PREFIX = "\n\nHint: "
 
@@ -147,11 +150,13 @@ def play_episodes(
     on_done: Callable[[RolloutCompleted, float], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     settings: Mapping[str, Any] | None = None,
+    system_prompt: str | None = None,
 ) -> list[RolloutCompleted]:
     """Run ``specs`` in lockstep and return one RolloutCompleted payload per finished play.
 
     ``settings`` are the agent's generation settings, passed on every request
     (``max_new_tokens``, ``temperature``, ``top_p``, ``stop``, ``enable_thinking``).
+    ``system_prompt`` replaces :data:`AGENT_SYSTEM_PROMPT` (``bench/agent.py`` compares prompts).
 
     At most ``concurrency`` sessions are open at once (groups run one after the other).
 
@@ -170,6 +175,7 @@ def play_episodes(
                     policy_version=policy_version,
                     hint=hint, turn_limit=turn_limit, context=context, timeout_errors=timeout_errors,
                     crash_errors=crash_errors, on_done=on_done, should_stop=should_stop, settings=settings,
+                    system_prompt=system_prompt,
                 )
             )
         return out
@@ -232,7 +238,7 @@ def play_episodes(
             ep.sandbox_seconds += time.perf_counter() - t0
             ep.last_obs = str(obs)
             ep.messages = [
-                {"role": "system", "content": AGENT_SYSTEM_PROMPT},
+                {"role": "system", "content": AGENT_SYSTEM_PROMPT if system_prompt is None else system_prompt},
                 {"role": "user", "content": first_user_message(str(obs), hint if ep.spec.hinted else None)},
             ]
         for turn in range(turn_limit):

@@ -135,6 +135,7 @@ def eval_command(
     temperature: Annotated[Optional[float], typer.Option("--temperature", help=f"Sampling temperature (default 0 for k=1, {DEFAULT_SAMPLING_TEMPERATURE} for k>1).", min=0.0)] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget per answer (per turn for archive environments).", min=1)] = 512,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Requests per generate call (reasoning-gym).", min=1)] = 16,
+    prompt: Annotated[str, typer.Option("--prompt", help="System prompt of reasoning-gym items, by name: boxed-v2 (default) or boxed-v1 (the first; recorded as prompt_version).")] = "boxed-v2",
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="auto, bf16, fp16 or fp32.")] = "auto",
     record_run: Annotated[Optional[str], typer.Option("--record-run", help="Record into this existing run (default: the --run run, else the 'evaluations' log).")] = None,
@@ -167,7 +168,7 @@ def eval_command(
     if model is None and run is None:
         raise ConfigError("give a policy: --model M, or --run R [--version V]")
     temp = temperature if temperature is not None else (0.0 if samples == 1 else DEFAULT_SAMPLING_TEMPERATURE)
-    settings = EvalSettings(k=samples, temperature=temp, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    settings = EvalSettings(k=samples, temperature=temp, max_new_tokens=max_new_tokens, batch_size=batch_size, prompt=prompt)
     cfg = load_config(config_file, overrides={"sandbox.workers": workers})
 
     target: str | None = None  # where results go, resolved before any work is done

@@ -4,7 +4,7 @@
 :mod:`.suites`:
 
 * **reasoning-gym** items are single-turn: the question is the user message after
-  :data:`EVAL_SYSTEM_PROMPT`; requests for every item and sample of every such task are sent in
+  :data:`EVAL_SYSTEM_PROMPT` (or another of :data:`EVAL_PROMPTS`); requests for every item and sample of every such task are sent in
   batches of ``batch_size``; each reply's answer (:func:`~.scoring.extract_answer`) is scored by
   the task's own verifier. Each request carries ``context["eval"]`` (suite, task, index, item
   seed, sample, and the item's oracle ``answer``): LLM backends ignore it, scripted test
@@ -37,6 +37,7 @@ from .seeds import SEED_RULE, eval_seed
 from .suites import EvalTask
 
 __all__ = [
+    "EVAL_PROMPTS",
     "EVAL_SYSTEM_PROMPT",
     "PROMPT_VERSION",
     "EvalSettings",
@@ -48,12 +49,24 @@ __all__ = [
     "play_seeds",
 ]
 
-EVAL_SYSTEM_PROMPT = (
-    "Solve the problem. Think briefly, then give only your final answer wrapped as "
-    "\\boxed{<answer>}. Follow the answer format the problem asks for."
-)
-#: recorded with each result: changes to the prompt or the answer extraction get a new name
-PROMPT_VERSION = "boxed-v1"
+#: The system prompts of reasoning-gym items by name (``eval --prompt``), recorded with each result
+#: as ``prompt_version``: changes to a prompt or the answer extraction get a new name. ``boxed-v1``
+#: (the first) puts a placeholder inside the braces, which small models copy (the 0.5B catalogue
+#: model answers with ``<answer>`` tags or the word itself); ``boxed-v2`` asks for an empty box in
+#: the wording Qwen models are tuned on.
+EVAL_PROMPTS = {
+    "boxed-v1": (
+        "Solve the problem. Think briefly, then give only your final answer wrapped as "
+        "\\boxed{<answer>}. Follow the answer format the problem asks for."
+    ),
+    "boxed-v2": (
+        "Please reason step by step, and put your final answer within \\boxed{}. Follow the answer "
+        "format the problem asks for."
+    ),
+}
+#: the default prompt's name
+PROMPT_VERSION = "boxed-v2"
+EVAL_SYSTEM_PROMPT = EVAL_PROMPTS[PROMPT_VERSION]
 
 Progress = Callable[[str, int, int], None]
 """``(suite/task, items done, items in task)`` after each batch (reasoning-gym) or environment (archive)."""
@@ -71,8 +84,12 @@ class EvalSettings:
     temperature: float = 0.0
     max_new_tokens: int | None = None
     batch_size: int = 16
+    #: the name of the system prompt of reasoning-gym items (:data:`EVAL_PROMPTS`)
+    prompt: str = PROMPT_VERSION
 
     def __post_init__(self) -> None:
+        if self.prompt not in EVAL_PROMPTS:
+            raise EvaluationError(f"unknown evaluation prompt {self.prompt!r}: one of {', '.join(EVAL_PROMPTS)}")
         if self.k < 1:
             raise EvaluationError(f"samples per item must be at least 1, not {self.k}")
         if self.temperature < 0:
@@ -144,7 +161,7 @@ class TaskResult:
             policy_run_id=policy.run_id,
             generator=self.task.generator,
             task_config=dict(self.task.config),
-            prompt_version=PROMPT_VERSION,
+            prompt_version=settings.prompt,
             max_new_tokens=settings.max_new_tokens,
             scoring_errors=self.score.scoring_errors,
             completion_tokens=self.score.completion_tokens,
@@ -180,7 +197,7 @@ def _reasoning_gym(
             PolicyRequest(
                 role="agent",
                 messages=[
-                    {"role": "system", "content": EVAL_SYSTEM_PROMPT},
+                    {"role": "system", "content": EVAL_PROMPTS[settings.prompt]},
                     {"role": "user", "content": item.question},
                 ],
                 context=_eval_context(tasks[ti], item.index, item.seed, j, item.answer),

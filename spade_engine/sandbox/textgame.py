@@ -48,8 +48,8 @@ class TextGame:
         if self._is_puzzle():
             if not hasattr(self, "answer"):
                 raise AttributeError("setup(rng) must set self.answer: the answer to the question it returns")
-            return str(intro) + "\nReply with your answer written as \\boxed{answer}.", {}
-        return str(intro) + "\nReply with one action per turn, written as \\boxed{action}.", {}
+            return str(intro) + "\nPlease reason step by step, and put your final answer within \\boxed{}.", {}
+        return str(intro) + "\nEach turn, think briefly, then put your one action within \\boxed{}.", {}
 
     #: the random module's functions that, during setup(), draw from the episode's rng
     _TG_DRAWS = ("random", "uniform", "triangular", "randint", "choice", "choices", "randrange", "sample",
@@ -76,9 +76,9 @@ class TextGame:
         if command:
             text, reward, done = TextGame._outcome(self.act(command))
         elif self._is_puzzle():
-            text, reward, done = self._wrong("No answer found: write it as \\boxed{answer}.")
+            text, reward, done = self._wrong("No answer found: put your final answer within \\boxed{}.")
         else:
-            text, reward, done = "No action found: reply with one action written as \\boxed{action}.", 0.0, False
+            text, reward, done = "No action found: put your one action within \\boxed{}.", 0.0, False
         truncated = not done and self.turn_count >= self.max_turns
         return text, reward, done, truncated, {}
 
