@@ -215,5 +215,14 @@ def test_eval_config_refuses_bad_values():
 
     with pytest.raises(ConfigError, match="eval.every"):
         load_config(None, overrides={"eval.every": -1})
+    with pytest.raises(ConfigError, match="eval.prompt"):
+        load_config(None, overrides={"eval.prompt": "boxed-v9"})
+    from typing import get_args
+
+    from spade_engine.evaluation.periodic import eval_settings
+    from spade_engine.evaluation.runner import EVAL_PROMPTS
+
+    assert set(get_args(EvalConfig.model_fields["prompt"].annotation)) == set(EVAL_PROMPTS)  # every named prompt, no other
+    assert eval_settings(load_config(None, overrides={"eval.prompt": "boxed-v1"}).eval).prompt == "boxed-v1"
     with pytest.raises(ConfigError):
         PeriodicEvaluator(EvalConfig(every=0), log=None, blobs=None, policy=Recording())  # type: ignore[arg-type]

@@ -63,7 +63,8 @@ log_ = logging.getLogger(__name__)
 def eval_settings(cfg: EvalConfig) -> EvalSettings:
     """The sampling settings of an ``[eval]`` section."""
     temp = cfg.temperature if cfg.temperature is not None else (0.0 if cfg.k == 1 else DEFAULT_SAMPLING_TEMPERATURE)
-    return EvalSettings(k=cfg.k, temperature=temp, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size)
+    return EvalSettings(k=cfg.k, temperature=temp, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+                        prompt=cfg.prompt)
 
 
 def build_eval_tasks(cfg: EvalConfig, *, open_log: Callable[[str], EventLog] | None = None) -> list[EvalTask]:
