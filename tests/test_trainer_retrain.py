@@ -5,6 +5,8 @@ a new run linked to the old one, with the trainer consuming the new run's plays.
 
 from __future__ import annotations
 
+import string
+
 import pytest
 from typer.testing import CliRunner
 
@@ -97,10 +99,13 @@ def test_retrain_of_a_run_without_accepted_environments_is_a_clear_error(tmp_pat
     assert res.exit_code == 2 and "no accepted environments" in res.output
 
 
-# One-turn environments a random byte-level model wins about a third of the time (one of 15
-# symbols among ~8 random bytes), so its groups of plays have reward variance to learn from; no
-# probe or garbage action of the validator (letters, digits, braces, unicode: sandbox/probes.py)
-# contains such a character.
+# One-turn environments a random byte-level model wins now and then (a reply with one of 15
+# symbols), so its groups of plays have reward variance to learn from; no probe or garbage action
+# of the validator (letters, digits, braces, unicode: sandbox/probes.py) contains such a
+# character. A reply cut by the token limit never reaches the environment (agent_length, reward
+# 0), and the random model seldom ends one by itself: the test stops each reply at its first
+# letter or digit, so most replies are sent (with the symbols written before it); about 1 in 12
+# wins, enough for groups with variance, whatever the prompt's exact tokens.
 SYMBOL_ENV = """
 class Symbol{i}Env:
     SYMBOLS = set("#$%&*+;<=>?@^|~")
@@ -149,7 +154,9 @@ def test_retrain_trains_between_environments(tmp_path):
         result = retrain_run(
             old_log, model="tiny:0", data_dir=data,
             overrides={
-                "loop.plays_per_env": 6, "policy.max_new_tokens": 8, "memory.novelty_threshold": 0.0,
+                "loop.plays_per_env": 6, "memory.novelty_threshold": 0.0,
+                "policy.generation.agent.max_new_tokens": 8, "policy.generation.hinter.max_new_tokens": 8,
+                "policy.generation.agent.stop": list(string.ascii_letters + string.digits),
                 "trainer.batch_groups": 1, "trainer.micro_batch_size": 32, "trainer.device": "cpu",
                 "trainer.learning_rate": 1e-3, "trainer.max_lag": 8,
                 "sandbox.import_timeout_s": 30.0, "sandbox.step_timeout_s": 10.0, "sandbox.validate_timeout_s": 120.0,
