@@ -429,7 +429,7 @@ class EvalConfig(_Section):
     temperature: float | None = Field(None, ge=0.0, description="None: 0 for k = 1, 0.6 for k > 1")
     max_new_tokens: int = Field(256, ge=1)
     batch_size: int = Field(16, ge=1)
-    prompt: Literal["boxed-v2", "boxed-v1"] = Field("boxed-v2", description="system prompt of reasoning-gym items, by name (`eval --prompt`): boxed-v2 or boxed-v1")
+    prompt: Literal["boxed-v1", "boxed-v2"] = Field("boxed-v1", description="system prompt of reasoning-gym items, by name (`eval --prompt`): boxed-v1 or boxed-v2")
     base: bool = Field(True, description="also evaluate the base weights (v0) before the first update")
 
 

@@ -214,20 +214,20 @@ def test_batches_samples_avg_at_k_and_a_raising_verifier():
 
 
 def test_the_system_prompt_is_chosen_by_name_and_recorded():
-    """boxed-v2 (the default) asks for an empty box; boxed-v1, the first prompt, stays selectable
-    so results measured with it can be repeated; the name is recorded as prompt_version."""
+    """boxed-v1 (the first prompt) is the default; boxed-v2 asks for an empty box; the name is
+    recorded as prompt_version."""
     from spade_engine.evaluation.runner import EVAL_PROMPTS
 
     assert "\\boxed{}" in EVAL_PROMPTS["boxed-v2"] and "\\boxed{<answer>}" in EVAL_PROMPTS["boxed-v1"]
     (gcd,) = rg(("gcd",), size=2)
-    for name in ("boxed-v2", "boxed-v1"):
+    for name in ("boxed-v1", "boxed-v2"):
         seen: list[str] = []
 
         def reply(req, seen=seen):
             seen.append(req.messages[0]["content"])
             return oracle(req)
 
-        settings = EvalSettings(prompt=name) if name != "boxed-v2" else EvalSettings()
+        settings = EvalSettings(prompt=name) if name != "boxed-v1" else EvalSettings()
         policy = Scripted(reply)
         (res,) = evaluate(policy, [gcd], settings)
         assert seen == [EVAL_PROMPTS[name]] * 2 and res.score.accuracy == 1.0

@@ -223,6 +223,7 @@ def test_eval_config_refuses_bad_values():
     from spade_engine.evaluation.runner import EVAL_PROMPTS
 
     assert set(get_args(EvalConfig.model_fields["prompt"].annotation)) == set(EVAL_PROMPTS)  # every named prompt, no other
-    assert eval_settings(load_config(None, overrides={"eval.prompt": "boxed-v1"}).eval).prompt == "boxed-v1"
+    assert eval_settings(load_config(None, overrides={"eval.prompt": "boxed-v2"}).eval).prompt == "boxed-v2"
+    assert eval_settings(load_config(None).eval).prompt == "boxed-v1"
     with pytest.raises(ConfigError):
         PeriodicEvaluator(EvalConfig(every=0), log=None, blobs=None, policy=Recording())  # type: ignore[arg-type]

@@ -135,7 +135,7 @@ def eval_command(
     temperature: Annotated[Optional[float], typer.Option("--temperature", help=f"Sampling temperature (default 0 for k=1, {DEFAULT_SAMPLING_TEMPERATURE} for k>1).", min=0.0)] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget per answer (per turn for archive environments).", min=1)] = 512,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Requests per generate call (reasoning-gym).", min=1)] = 16,
-    prompt: Annotated[str, typer.Option("--prompt", help="System prompt of reasoning-gym items, by name: boxed-v2 (default) or boxed-v1 (the first; recorded as prompt_version).")] = "boxed-v2",
+    prompt: Annotated[str, typer.Option("--prompt", help="System prompt of reasoning-gym items, by name: boxed-v1 (default) or boxed-v2 (an empty box, step by step); recorded as prompt_version.")] = "boxed-v1",
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="auto, bf16, fp16 or fp32.")] = "auto",
     record_run: Annotated[Optional[str], typer.Option("--record-run", help="Record into this existing run (default: the --run run, else the 'evaluations' log).")] = None,

@@ -51,9 +51,10 @@ __all__ = [
 
 #: The system prompts of reasoning-gym items by name (``eval --prompt``), recorded with each result
 #: as ``prompt_version``: changes to a prompt or the answer extraction get a new name. ``boxed-v1``
-#: (the first) puts a placeholder inside the braces, which small models copy (the 0.5B catalogue
-#: model answers with ``<answer>`` tags or the word itself); ``boxed-v2`` asks for an empty box in
-#: the wording Qwen models are tuned on.
+#: (the first, the default) puts a placeholder inside the braces; ``boxed-v2`` asks for an empty box
+#: in the wording Qwen models are tuned on, as the agent's prompt does. Measured with the 0.5B
+#: (greedy, 384 tokens, 18 items of syllogism, letter_counting, basic_arithmetic) v2 scored 0/18
+#: against v1's 2/18 with 52% more tokens, so v1 stays the default (and past results comparable).
 EVAL_PROMPTS = {
     "boxed-v1": (
         "Solve the problem. Think briefly, then give only your final answer wrapped as "
@@ -65,7 +66,7 @@ EVAL_PROMPTS = {
     ),
 }
 #: the default prompt's name
-PROMPT_VERSION = "boxed-v2"
+PROMPT_VERSION = "boxed-v1"
 EVAL_SYSTEM_PROMPT = EVAL_PROMPTS[PROMPT_VERSION]
 
 Progress = Callable[[str, int, int], None]
