@@ -45,7 +45,7 @@ from spade_engine.engine.seed_archive import load_seed_envs  # noqa: E402
 from spade_engine.events.store import new_run_id  # noqa: E402
 from spade_engine.policy.transformers_policy import TransformersPolicy  # noqa: E402
 from spade_engine.runs.engine import open_engine  # noqa: E402
-from spade_engine.sandbox.scaffold import code_format  # noqa: E402
+from spade_engine.sandbox.scaffold import BASE_SOURCE, code_format  # noqa: E402
 from spade_engine.engine.seeds import derive_seed  # noqa: E402
 
 BASELINE_PROMPT = (
@@ -65,6 +65,11 @@ _PLACEHOLDERS = {"answer", "action", "<action>", "<answer>", "...", ""}
 
 
 def baseline_code(code: str) -> str:
+    """``code`` with the previous instruction lines (refused when textgame.py no longer holds
+    today's lines: the baseline arm would silently play the current ones)."""
+    stale = [new for new in BASELINE_LINES if new not in BASE_SOURCE]
+    if stale:
+        raise SystemExit(f"bench/agent.py: BASELINE_LINES is out of date with sandbox/textgame.py (missing {stale})")
     for new, old in BASELINE_LINES.items():
         code = code.replace(new, old)
     return code
