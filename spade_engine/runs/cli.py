@@ -260,7 +260,9 @@ def start(
             embedder.embed(["warm-up"])
             note(styled((f"embedding model {name} loaded in {time.monotonic() - t_load:.1f}s", "dim")))
         t0 = time.monotonic()
-        last = [0.0]
+        last = [0.0]  # the panel's last redraw, or (lines) the last progress line
+        last_call = [0.0]  # (lines) the engine's last progress call, printed or not
+        last_now = [0.0]  # (lines) the last "now" line
         live: Live | None = None
         lines = progress and not is_terminal()
         band = (cfg.reward.band_low, cfg.reward.band_high)
@@ -279,11 +281,16 @@ def start(
             now = time.monotonic()
             if lines:
                 with printing:  # the engine's thread and the tick thread
-                    if state is not None and (force or now - last[0] >= progress_every):
-                        last[0] = now
-                        say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound))
-                    elif state is None and now - last[0] >= progress_every and activity.text():
-                        last[0] = now  # a long model call: say what the model is doing
+                    if state is not None:
+                        last_call[0] = now
+                        if force or now - last[0] >= progress_every:
+                            last[0] = now
+                            say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound))
+                    elif (now - last_call[0] >= progress_every and now - last_now[0] >= progress_every
+                          and activity.text()):
+                        # the engine has not reported for a whole period: a long model call, so
+                        # say what the model is doing (never in place of a due progress line)
+                        last_now[0] = now
                         say(f"  now ({now - t0:.0f}s): {activity.text()}")
                 return
             if live is None or (not force and now - last[0] < 0.25):
