@@ -289,7 +289,7 @@ class LoopConfig(_Section):
     seed_plays: bool = Field(False, description="also hint and play the seed environments (else they are validated only)")
     prompt_examples: int = Field(2, ge=0, description="complete seed environments shown in a designer prompt (fewer when the window is short)")
     designer_batch: int | None = Field(
-        None, ge=1, description="proposals per batched designer call (None: 4 for model backends, 1 for the simulation)"
+        None, ge=1, description="proposals per batched designer call (None: 4)"
     )
     repair_shows_code: bool = Field(
         True,

@@ -84,3 +84,17 @@ def test_the_batch_size_changes_no_proposal(tmp_path) -> None:
 
     a, b = roots(one), roots(three)
     assert set(a) == {f"e{i:05d}" for i in range(5)} and a == b
+
+
+def test_the_default_simulation_run_embeds_in_batches(tmp_path) -> None:
+    """The default config (no loop.designer_batch) batches the simulation's design too, so its
+    valid proposals are embedded together (a default run once embedded one text per call)."""
+    cfg = load_config(overrides={"loop.max_envs": 8, "loop.plays_per_env": 1, "seed": 5})
+    assert cfg.loop.designer_batch is None
+    run_id = "run-batch-defaultzz"
+    with open_engine(cfg, run_id=run_id, data_dir=tmp_path, create=True) as opened:
+        embedder = CountingEmbedder(opened.engine.ctx.embedder)
+        opened.engine.ctx.embedder = embedder
+        assert opened.engine.run() == "max_envs"
+    assert embedder.calls and max(embedder.calls) >= 3, embedder.calls
+    assert len(embedder.calls) <= 4, embedder.calls  # 8 new slots (and their repairs) in batches of 4

@@ -347,11 +347,16 @@ def prompt_builder(cfg: EngineConfig) -> Callable[..., list[dict[str, str]]]:
     return designer_format(cfg.loop.designer_format).messages
 
 
+DEFAULT_DESIGNER_BATCH = 4
+
+
 def designer_batch(cfg: EngineConfig, policy: Any) -> int:
-    """``loop.designer_batch``, or its default: 4 for model backends, 1 for the simulation."""
+    """``loop.designer_batch``, or its default, 4 (for the simulation too: a batch's proposals are
+    validated together and embedded in one call, and its ids and seeds belong to slots, so the
+    batch size changes no proposal)."""
     if cfg.loop.designer_batch is not None:
         return cfg.loop.designer_batch
-    return 1 if getattr(policy, "kind", "") == "procedural" else 4
+    return DEFAULT_DESIGNER_BATCH
 
 
 def _fit_prompt(
