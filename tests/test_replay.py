@@ -265,6 +265,12 @@ def test_archive_search_by_text(tmp_path):
     found = json.loads(res.stdout)  # stderr says it loads the embedding model
     assert found[0]["env_id"] == "env-sort" and len(found) == 2
     assert found[0]["similarity"] > found[1]["similarity"]
+    assert "the 2 most similar of 3 matching environments (-k 3 for all)" in res.stderr  # never silently capped
+    res = _cli("archive", "search", "--data-dir", str(root), "--json", "-k", "1")
+    assert res.exit_code == 0 and len(json.loads(res.stdout)) == 1
+    assert "the 1 of 3 matching environments (-k 3 for all)" in res.stderr
+    res = _cli("archive", "search", "--data-dir", str(root), "--json", "-k", "3")
+    assert len(json.loads(res.stdout)) == 3 and "matching environments" not in res.stderr
 
 
 def test_parallel_replay_equals_sequential(data, tmp_path):

@@ -219,8 +219,11 @@ def search_cmd(
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Search environments by text (embedding similarity) and/or filters."""
-    from .queries import list_environments
+    """Search environments by text (embedding similarity) and/or filters.
+
+    At most -k results (with --json too); when more environments match, "K of M" (on stderr in a
+    pipe) says so."""
+    from .queries import count_environments, list_environments
 
     run_id, log, _, projs = _open(run, data_dir, backend, bootstrap, url, refresh)
     with projs:
@@ -241,6 +244,12 @@ def search_cmd(
         else:
             rows = list_environments(projs.archive.engine, limit=k, **filters)
         _print_envs(rows, as_json, extra="similarity" if text else None)
+        # text search ranks what the memory holds (accepted environments) among the filtered ones
+        in_memory = [e["env_id"] for e in projs.memory.entries] if text else None
+        total = count_environments(projs.archive.engine, env_ids=in_memory, **filters)
+        if len(rows) < total:
+            best = "most similar " if text else ""
+            aside(f"the {len(rows)} {best}of {total} matching environments (-k {total} for all)")
         if not as_json:
             _print_skipped(projs)
     log.close()
