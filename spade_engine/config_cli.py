@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from . import textout
 from .cli_common import BackendOpt, BootstrapOpt, DataDirOpt, handle_errors, open_run, out
 from .config import resolve_config
 from .errors import ConfigError
@@ -72,9 +73,12 @@ def show(
     if as_json:
         out.print_json(json.dumps({k: {"value": v, "source": s} for k, v, s in rows}))
         return
+    if not out.is_terminal:  # TSV, values as JSON, never cut (a pipe or file)
+        textout.table(["key", "value", "source"], [(k, json.dumps(v), src) for k, v, src in rows])
+        return
     table = Table(header_style="bold cyan", box=None)
     table.add_column("key")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")
     table.add_column("source", style="dim")
     for key, value, source in rows:
         style = "" if source == "default" else "bold"

@@ -421,3 +421,18 @@ def test_the_accepted_count_keeps_the_seed_archive_apart():
     assert "57 valid, 8 invalid, 1 accepted (+56 seeds), 0 duplicates" in line  # one designed, not 57
     assert dict(stats_rows(stats))["novelty"].startswith("1 accepted (+56 seeds), 0 duplicates")
     assert "57 accepted, 0 duplicates" in progress_line({**stats, "accepted_seeds": 0}, 12.0, 4)
+
+
+def test_config_show_in_a_pipe_is_tsv_with_whole_values():
+    """`config show` in a pipe: a TSV line per key, values as JSON and never cut to a width (a
+    rich table once padded to 80 columns and cut `eval.suites` with an ellipsis)."""
+    from spade_engine.config import EngineConfig
+
+    res = CliRunner().invoke(app, ["config", "show", "--set", "eval.suites=[\"reasoning-gym:gcd,basic_arithmetic,leg_counting,syllogism\"]"])
+    assert res.exit_code == 0, res.output
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert rows[0] == ["key", "value", "source"] and all(len(r) == 3 for r in rows)
+    values = {r[0]: (json.loads(r[1]), r[2]) for r in rows[1:]}
+    assert values["eval.suites"] == (["reasoning-gym:gcd,basic_arithmetic,leg_counting,syllogism"], "flag")
+    assert values["loop.max_envs"] == (EngineConfig().loop.max_envs, "default")
+    assert "…" not in res.stdout

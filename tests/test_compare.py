@@ -174,9 +174,14 @@ def test_cli_table_json_and_offline_html(pair, tmp_path):
     page = tmp_path / "cmp" / "compare.html"
     res = runner.invoke(app, ["compare", A, B[:14], "--data-dir", str(pair), "--html", str(page)])
     assert res.exit_code == 0, res.output
-    assert "(reasoning-gym, paired on items): A v2 vs B v3" in res.output
-    assert " gcd " in res.output and "+0.400" in res.output and "0.625" in res.output and "1/3" in res.output
-    assert "139" in res.output and f"wrote {page}" in res.output
+    # not a terminal: one '# title' + TSV block per table on stdout, remarks on stderr
+    blocks = {b.splitlines()[0]: [line.split("\t") for line in b.splitlines()[1:]] for b in res.stdout.strip().split("\n\n")}
+    acc = blocks["# held-out accuracy (reasoning-gym, paired on items): A v2 vs B v3"]
+    assert acc[0] == ["task", "items", "A", "B", "B-A", "95% CI", "A/B only", "p"]
+    gcd = next(row for row in acc if row[0] == "gcd")
+    assert gcd[4] == "+0.400" and "0.625" in gcd and "1/3" in gcd
+    assert any("139" in row for row in blocks["# runs"])
+    assert f"wrote {page}" in res.stderr and "wrote" not in res.stdout
     html = page.read_text()
     assert 'id="fig-accuracy"' in html and 'id="fig-delta"' in html and 'id="fig-frontier-compute"' in html
     assert "<script src=" not in html and "Plotly" in html  # plotly.js is inlined: opens offline

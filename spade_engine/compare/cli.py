@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, handle_errors, open_run, out
+from ..textout import aside, table
 
 __all__ = ["compare_command"]
 
@@ -26,30 +27,23 @@ def _f(v: object, d: int = 3) -> str:
     return f"{v:.{d}f}" if isinstance(v, float) else str(v)
 
 
-def _tables(c: Any) -> list[Any]:
-    from rich import box
-    from rich.table import Table
-
+def _rows(c: Any) -> list[tuple[str, list[str], list[tuple[Any, ...]]]]:
+    """The comparison as (title, columns, rows) tables: the runs side by side, then held-out
+    accuracy paired on items."""
     acc, a, b = c.accuracy, c.a, c.b
     suites = {r.suite for r in acc.tasks}
     one_suite = len(suites) == 1
     title = (f"held-out accuracy ({next(iter(suites))}" if one_suite else "held-out accuracy (") + \
         f", paired on items): A {acc.version_a} vs B {acc.version_b}"
-    t = Table(title=_plain(title), box=box.SIMPLE_HEAD, show_edge=False)
-    for col in ("task", "items", "A", "B", "B-A", "95% CI", "A/B only", "p"):
-        t.add_column(col, justify="left" if col == "task" else "right", overflow="fold", no_wrap=col != "task",
-                     min_width=10 if col == "task" else None)
-    for r in acc.tasks:
-        t.add_row(*(_plain(x) for x in (r.task if one_suite else r.label, r.items, _f(r.accuracy_a), _f(r.accuracy_b),
-                                        f"{r.delta:+.3f}", f"{r.delta_low:+.2f}..{r.delta_high:+.2f}", f"{r.a_only}/{r.b_only}",
-                                        _f(r.mcnemar_p))))
-    t.add_row(*(_plain(x) for x in ("mean", sum(r.items for r in acc.tasks), _f(acc.macro_a), _f(acc.macro_b),
-                                    f"{(acc.macro_b or 0) - (acc.macro_a or 0):+.3f}", "", "", "")))
-    s = Table(title="runs", box=box.SIMPLE_HEAD, show_edge=False)
-    for col in ("", "A", "B"):
-        s.add_column(col, justify="left" if not col else "right", overflow="fold", no_wrap=not col)
+    acc_rows = [
+        (r.task if one_suite else r.label, r.items, _f(r.accuracy_a), _f(r.accuracy_b), f"{r.delta:+.3f}",
+         f"{r.delta_low:+.2f}..{r.delta_high:+.2f}", f"{r.a_only}/{r.b_only}", _f(r.mcnemar_p))
+        for r in acc.tasks
+    ]
+    acc_rows.append(("mean", sum(r.items for r in acc.tasks), _f(acc.macro_a), _f(acc.macro_b),
+                     f"{(acc.macro_b or 0) - (acc.macro_a or 0):+.3f}", "", "", ""))
     fa, fb, ca, cb = a.frontier, b.frontier, a.compute, b.compute
-    rows = [
+    run_rows = [
         ("run", a.run_id, b.run_id), ("policy", a.policy, b.policy), ("environment source", a.env_source, b.env_source),
         ("envs (accepted)", f"{ca.environments} ({ca.accepted})", f"{cb.environments} ({cb.accepted})"),
         ("plays", ca.plays, cb.plays), ("policy updates", ca.updates, cb.updates),
@@ -60,9 +54,28 @@ def _tables(c: Any) -> list[Any]:
         ("in frontier band", f"{_f(fa.in_band_share)} of {fa.estimated} {list(fa.band)}",
          f"{_f(fb.in_band_share)} of {fb.estimated} {list(fb.band)}"),
     ]
-    for row in rows:
-        s.add_row(*(_plain(x) for x in row))
-    return [s, t]
+    return [
+        ("runs", ["", "A", "B"], run_rows),
+        (title, ["task", "items", "A", "B", "B-A", "95% CI", "A/B only", "p"], acc_rows),
+    ]
+
+
+def _tables(c: Any) -> list[Any]:
+    """The tables of :func:`_rows` as rich tables (a terminal)."""
+    from rich import box
+    from rich.table import Table
+
+    tables = []
+    for title, columns, rows in _rows(c):
+        t = Table(title=_plain(title), box=box.SIMPLE_HEAD, show_edge=False)
+        for i, col in enumerate(columns):
+            first = i == 0
+            t.add_column(col, justify="left" if first else "right", overflow="fold", no_wrap=not first,
+                         min_width=10 if first and col == "task" else None)
+        for row in rows:
+            t.add_row(*(_plain(x) for x in row))
+        tables.append(t)
+    return tables
 
 
 @handle_errors
@@ -101,9 +114,13 @@ def compare_command(
     if as_json:
         print(json.dumps(c.to_dict(), sort_keys=True))
         return
-    for t in _tables(c):
-        out.print(t)
-    out.print("A/B only: items right in one run only; p: McNemar's exact test on them (k = 1); 95% CI: of the paired "
-              "per-item difference; mean: over tasks", markup=False, highlight=False)
+    if not out.is_terminal:  # a pipe or file: one '# title' + TSV block per table, never wrapped
+        for title, columns, rows in _rows(c):
+            table(columns, rows, title=title, heading=True)
+    else:
+        for t in _tables(c):
+            out.print(t)
+    aside("A/B only: items right in one run only; p: McNemar's exact test on them (k = 1); 95% CI: of the paired "
+          "per-item difference; mean: over tasks")
     if html_out is not None:
-        out.print(f"wrote {html_out}", markup=False, highlight=False, soft_wrap=True)
+        aside(f"wrote {html_out}")
