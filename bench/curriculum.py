@@ -39,6 +39,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from spade_engine.textout import quiet_libraries  # noqa: E402
+
+quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
+
 from spade_engine.config import load_config  # noqa: E402
 from spade_engine.engine.designer import SKILLS  # noqa: E402
 from spade_engine.engine.regret import in_band  # noqa: E402

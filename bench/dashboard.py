@@ -37,6 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from spade_engine.textout import quiet_libraries  # noqa: E402
+
+quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
+
 from spade_engine.events import (  # noqa: E402
     EnvironmentProposed,
     EnvironmentValidated,

@@ -47,6 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from designer_baseline import BASELINE_SETTINGS, baseline_designer_messages, baseline_repair_messages  # noqa: E402
+from spade_engine.textout import quiet_libraries  # noqa: E402
+
+quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
+
 from spade_engine.config import load_config  # noqa: E402
 from spade_engine.engine import stages  # noqa: E402
 from spade_engine.engine.pipeline import design_batch, missing_seeds, next_stage  # noqa: E402

@@ -34,6 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from spade_engine.textout import quiet_libraries  # noqa: E402
+
+quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
+
 import torch  # noqa: E402
 
 PEAK_FLOPS = 989e12

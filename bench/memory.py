@@ -39,6 +39,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from spade_engine.textout import quiet_libraries  # noqa: E402
+
+quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
+
 from spade_engine.archive.memory import EnvironmentMemory, encode_embedding  # noqa: E402
 from spade_engine.archive.replay import replay_run  # noqa: E402
 from spade_engine.config import MemoryConfig  # noqa: E402

@@ -38,6 +38,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from spade_engine.textout import quiet_libraries  # noqa: E402
+
+quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
+
 from spade_engine import __version__  # noqa: E402
 from spade_engine.config import load_config  # noqa: E402
 from spade_engine.devtools.kafka_broker import KafkaBroker  # noqa: E402

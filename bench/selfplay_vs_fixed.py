@@ -46,6 +46,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from spade_engine.textout import quiet_libraries  # noqa: E402
+
+quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
+
 from spade_engine.compare.summary import compute, paired_accuracy  # noqa: E402
 from spade_engine.config import EvalConfig, load_config  # noqa: E402
 from spade_engine.evaluation.periodic import PeriodicEvaluator, build_eval_tasks  # noqa: E402

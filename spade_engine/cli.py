@@ -27,6 +27,7 @@ from .metrics.cli import app as metrics_app
 from .models.cli import app as models_app
 from .runs import cli as run_cli
 from .runs.worker_cli import worker as worker_command
+from .textout import QUIET_LIBRARIES, quiet_libraries  # noqa: F401 (QUIET_LIBRARIES: re-exported)
 from .trainer.cli import train_command
 
 app = typer.Typer(
@@ -74,17 +75,6 @@ app.add_typer(models_app, name="models")
 def version() -> None:
     """Print the spade-engine version."""
     print(__version__)
-
-
-#: environment variables that keep third-party progress bars out of spade-engine's output
-QUIET_LIBRARIES = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-
-
-def quiet_libraries() -> None:
-    """No tqdm or Hugging Face progress bars (unless the user set these variables already); must
-    run before those libraries are imported."""
-    for name, value in QUIET_LIBRARIES.items():
-        os.environ.setdefault(name, value)
 
 
 def main() -> None:

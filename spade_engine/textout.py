@@ -22,6 +22,7 @@ per line, code byte for byte.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -32,7 +33,7 @@ from rich.text import Text
 
 __all__ = [
     "out", "err", "escape", "plain", "styled", "is_terminal", "say", "note", "aside", "table", "tsv_row", "json_text",
-    "print_json", "json_line_bytes", "write_exact",
+    "print_json", "json_line_bytes", "write_exact", "QUIET_LIBRARIES", "quiet_libraries",
 ]
 
 #: standard output (tables, results) and standard error (messages, progress)
@@ -221,3 +222,14 @@ def write_exact(text: str) -> None:
         sys.stdout.flush()
         buffer.write(data)
         buffer.flush()
+
+
+#: environment variables that keep third-party progress bars out of spade-engine's output
+QUIET_LIBRARIES = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+def quiet_libraries() -> None:
+    """No tqdm or Hugging Face progress bars (unless the user set these variables already); must
+    run before those libraries are imported (the CLI's entry point and the benchmarks call it)."""
+    for name, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(name, value)

@@ -67,3 +67,5 @@ def test_benchmark_runs_and_reports_its_keys(name: str) -> None:
     missing = [k for k in keys if k not in result]
     assert not missing, f"bench/{name}.py's last line lacks {missing}: {last}"
     assert all(isinstance(result[k], (int, float)) for k in keys), last
+    for text in (res.stdout, res.stderr):  # no library progress bars (tqdm, Hugging Face) leak out
+        assert "\r" not in text and "it/s]" not in text and "%|" not in text, f"bench/{name}.py printed a progress bar"

@@ -164,6 +164,20 @@ def test_archive_list_is_tsv_and_json_is_never_silently_capped(data):
     assert len(table.stdout.splitlines()) == 3 and "rows 1-2 of 7" in table.stderr
 
 
+def test_archive_list_past_the_table_page(tmp_path):
+    """More rows than a table page (50): the table shows 50 and says so, --json lists all."""
+    root = tmp_path / "data"
+    log = open_event_log(RUN, data_dir=root, create=True)
+    log.append(run_events(RUN, 60, k=1))
+    log.close()
+    table = _cli("archive", "list", "--refresh", "-d", str(root))
+    assert table.exit_code == 0, table.output
+    assert len(table.stdout.splitlines()) == 51 and "rows 1-50 of 60 (--offset 50 for the next page" in table.stderr
+    full = _cli("archive", "list", "--json", "-d", str(root))
+    assert [r["env_id"] for r in json.loads(full.stdout)] == [f"env-{i:04d}" for i in range(60)]
+    assert "of 60" not in full.stderr
+
+
 def test_events_tail_is_one_line_per_event_and_inert(data):
     res = _cli("events", "tail", "-n", "50", "-d", str(data))
     assert res.exit_code == 0, res.output
