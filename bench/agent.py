@@ -47,6 +47,7 @@ from spade_engine.config import load_config  # noqa: E402
 from spade_engine.engine.rollouts import AGENT_SYSTEM_PROMPT, PlaySpec, parse_boxed, play_episodes  # noqa: E402
 from spade_engine.engine.seed_archive import load_seed_envs  # noqa: E402
 from spade_engine.events.store import new_run_id  # noqa: E402
+from spade_engine.policy.hf import model_source  # noqa: E402
 from spade_engine.policy.transformers_policy import TransformersPolicy  # noqa: E402
 from spade_engine.runs.engine import open_engine  # noqa: E402
 from spade_engine.sandbox.scaffold import BASE_SOURCE, code_format  # noqa: E402
@@ -127,7 +128,7 @@ def run_arm(policy: Any, ctx: Any, cfg: Any, arm: str, envs: list, a: argparse.N
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="model directory (or tiny[:SEED] for a smoke run)")
+    ap.add_argument("--model", required=True, help="a catalogue name (spade-engine models list), a model directory, a .gguf file, or tiny[:SEED] for a smoke run")
     ap.add_argument("--format", default="puzzle", choices=["puzzle", "scaffold", "standalone", "all"],
                     help="which bundled seed environments to play")
     ap.add_argument("--n", type=int, default=None, help="environments (default: all of the format)")
@@ -144,7 +145,7 @@ def main() -> None:
     envs = [s for s in load_seed_envs("bundled") if args.format == "all" or code_format(s.code) == args.format]
     envs = envs[: args.n] if args.n else envs
     t0 = time.perf_counter()
-    policy = TransformersPolicy.from_pretrained(args.model)
+    policy = TransformersPolicy.from_pretrained(model_source(args.model))
     say(f"model {args.model} loaded in {time.perf_counter() - t0:.0f}s; {len(envs)} {args.format} environments x "
         f"{args.plays} play(s), agent limit {args.max_new_tokens} tokens, temperature {args.temperature}; load {load()}")
     cfg = load_config(overrides={"seed": args.seed, "policy.kind": "transformers", "policy.model": "bench",

@@ -56,6 +56,7 @@ from spade_engine.engine import stages  # noqa: E402
 from spade_engine.engine.pipeline import design_batch, missing_seeds, next_stage  # noqa: E402
 from spade_engine.events.store import new_run_id  # noqa: E402
 from spade_engine.policy.protocol import PolicyRequest  # noqa: E402
+from spade_engine.policy.hf import model_source  # noqa: E402
 from spade_engine.policy.transformers_policy import TransformersPolicy  # noqa: E402
 from spade_engine.runs.engine import open_engine  # noqa: E402
 
@@ -218,7 +219,7 @@ def compare_generate(policy: TransformersPolicy, messages: list[list[dict[str, s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="model directory (or tiny[:SEED] for a smoke run)")
+    ap.add_argument("--model", required=True, help="a catalogue name (spade-engine models list), a model directory, a .gguf file, or tiny[:SEED] for a smoke run")
     ap.add_argument("--n", type=int, default=8, help="first proposals per arm")
     ap.add_argument("--batch", type=int, default=4, help="proposals per batched designer call (current arm)")
     ap.add_argument("--max-new-tokens", type=int, default=None, help="designer token limit of the current arm (default: the config's)")
@@ -238,7 +239,7 @@ def main() -> None:
         print(line, flush=True)
 
     t0 = time.perf_counter()
-    policy = TransformersPolicy.from_pretrained(args.model, dtype=args.dtype)
+    policy = TransformersPolicy.from_pretrained(model_source(args.model), dtype=args.dtype)
     from spade_engine.runs.progress import ModelActivity
 
     activity, last = ModelActivity(), [0.0]
