@@ -14,11 +14,17 @@ with ``spade-engine models fetch`` and point ``SPADE_MODEL_CACHE`` at the cache)
 * **C, no training**: the base weights.
 
 Both training arms stop after the same number of policy updates (``--updates``, same trainer
-settings: LoRA on CPU, ``--batch-groups`` groups of ``--plays`` plain plays per update), or when
-their time budget runs out (then the JSON says how many updates they reached). The tokens each
-arm sampled and trained on are reported (the number of updates is matched exactly; tokens are
-matched only through the same update size and token budget per answer, so their ratio is
-printed). Each arm's final policy is then evaluated greedily on held-out reasoning-gym tasks
+settings: LoRA by default, ``--batch-groups`` groups of ``--plays`` plain plays per update), or,
+with ``--token-budget N``, once their updates have trained on N tokens (checked after every
+update, so the arms' trained tokens differ by at most one update's), or when their time budget
+runs out. The JSON says whether the arms matched (``updates_matched``, ``trained_token_ratio_a_b``,
+``completion_token_ratio_a_b``): an arm cut by its time budget is a mismatch, reported, never
+hidden.
+
+Held out means skills too: the engine skills that overlap a held-out task (``gcd`` ->
+``gcd_steps``, ``basic_arithmetic`` and ``leg_counting`` -> ``arithmetic``, ...) are left out of
+arm A's seed environments and of its designer's skills (``loop.skills``), so self-play never
+practises the held-out skill while the fixed pool cannot (``held_out_skills`` in the JSON). Each arm's final policy is then evaluated greedily on held-out reasoning-gym tasks
 that neither arm trained on (``--eval-tasks``, disjoint from ``--train-tasks``; items from the
 evaluation seed range), recorded as EvaluationCompleted in the arm's run (C: in the data
 directory's ``evaluations`` log), and compared paired on items (``spade-engine compare``'s
@@ -26,7 +32,8 @@ numbers). The last line is JSON: per-arm accuracy (mean over the evaluation task
 A-C, B-C, A-B with paired 95% intervals, per-task accuracies, updates, tokens, times, and the
 machine's load average.
 
-    python3 bench/selfplay_vs_fixed.py                  # CPU, LoRA, the 0.5B model (README: --updates 1 took 46 minutes here)
+    python3 bench/selfplay_vs_fixed.py                  # the 0.5B model, LoRA, 1 update per arm (CPU: about 45 minutes)
+    python3 bench/selfplay_vs_fixed.py --device cuda --no-lora --updates 8 --eval-size 50   # on a GPU
     python3 bench/selfplay_vs_fixed.py --smoke          # tiny random model, tiny sizes (CI)
 """
 
@@ -66,23 +73,49 @@ from spade_engine.sandbox.scaffold import code_format  # noqa: E402
 TRAIN_TASKS = ("syllogism", "letter_counting")
 EVAL_TASKS = ("gcd", "basic_arithmetic", "leg_counting")
 
+#: engine skills that practise what a reasoning-gym task evaluates: left out of arm A's seeds and
+#: designer skills when that task is held out
+TASK_SKILLS: dict[str, tuple[str, ...]] = {
+    "gcd": ("gcd_steps",), "lcm": ("gcd_steps",), "prime_factorization": ("gcd_steps",),
+    "basic_arithmetic": ("arithmetic",), "leg_counting": ("arithmetic",), "chain_sum": ("arithmetic",),
+    "decimal_arithmetic": ("arithmetic",), "fraction_simplification": ("gcd_steps", "arithmetic"),
+    "simple_equations": ("linear_equation",), "polynomial_equations": ("linear_equation",),
+    "number_sequence": ("sequence",), "letter_counting": ("string_ops",), "spell_backward": ("string_ops",),
+    "caesar_cipher": ("string_ops",), "word_sorting": ("ordering", "sort_swaps"), "number_sorting": ("ordering", "sort_swaps"),
+    "syllogism": ("truth_table",), "propositional_logic": ("truth_table",), "shortest_path": ("graph_path",),
+}
+
+
+def held_out_skills(eval_tasks: list[str]) -> list[str]:
+    """The engine skills arm A must not practise when ``eval_tasks`` are held out."""
+    return sorted({skill for task in eval_tasks for skill in TASK_SKILLS.get(task, ())})
+
 
 class CappedTrainer:
-    """The engine's in-process trainer, stopped after ``cap`` updates (then the engine is told to
-    stop): every other attribute is the wrapped trainer's."""
+    """The engine's in-process trainer, stopped after ``cap`` updates or, with ``token_budget``,
+    once its updates have trained on that many tokens (then the engine is told to stop): every
+    other attribute is the wrapped trainer's."""
 
-    def __init__(self, trainer: Any, cap: int, on_cap: Any):
+    def __init__(self, trainer: Any, cap: int, on_cap: Any, token_budget: int | None = None):
         self._trainer = trainer
         self._cap = cap
         self._on_cap = on_cap
+        self._budget = token_budget
+
+    def trained_tokens(self) -> int:
+        return sum(int((u.metrics or {}).get("tokens", 0)) for u in self._trainer.updates)
+
+    def capped(self) -> bool:
+        return len(self._trainer.updates) >= self._cap or (self._budget is not None and self.trained_tokens() >= self._budget)
 
     def run(self, *, flush: bool = True, **kw: Any) -> list[Any]:
-        remaining = self._cap - len(self._trainer.updates)
-        if remaining <= 0:
+        if self.capped():
             self._on_cap()
             return []
-        out = self._trainer.run(flush=flush, max_updates=remaining, **kw)
-        if len(self._trainer.updates) >= self._cap:
+        # one update at a time under a token budget, so the budget is checked after each
+        step = 1 if self._budget is not None else self._cap - len(self._trainer.updates)
+        out = self._trainer.run(flush=flush, max_updates=step, **kw)
+        if self.capped():
             self._on_cap()
         return out
 
@@ -104,9 +137,9 @@ def base_overrides(a: argparse.Namespace) -> dict[str, Any]:
         "policy.generation.hinter.max_new_tokens": a.max_new_tokens,
         "policy.generation.designer.max_new_tokens": a.designer_max_new_tokens,
         "loop.designer_format": a.designer_format, "loop.repair_shows_code": a.designer_format == "standalone",
-        "policy.transformers.device": "cpu",
+        "policy.transformers.device": a.device,
         "loop.plays_per_env": a.plays, "loop.max_envs": a.max_envs, "loop.max_repairs": a.max_repairs, "loop.turn_limit": 4,
-        "trainer.enabled": True, "trainer.lora": a.lora, "trainer.batch_groups": a.batch_groups, "trainer.device": "cpu",
+        "trainer.enabled": True, "trainer.lora": a.lora, "trainer.batch_groups": a.batch_groups, "trainer.device": a.device,
         "trainer.learning_rate": a.lr, "trainer.micro_batch_size": a.micro_batch, "trainer.max_lag": 8,
         "sandbox.workers": 2, "sandbox.import_timeout_s": 30.0, "sandbox.step_timeout_s": 10.0,
         "sandbox.validate_timeout_s": 120.0,
@@ -131,17 +164,19 @@ def eval_progress(arm: str) -> Any:
     return progress
 
 
-def format_seeds(fmt: str, data: Path) -> Path:
+def format_seeds(fmt: str, data: Path, exclude_skills: list[str] = ()) -> Path:
     """A directory with the bundled seed environments of designer format ``fmt`` (arm A's
-    ``--seed-plays``: they are hinted and played like designed environments)."""
+    ``--seed-plays``: they are hinted and played like designed environments), without those of
+    the held-out skills."""
     out = data / f"seeds-{fmt}"
     out.mkdir(parents=True, exist_ok=True)
     for path in sorted(BUNDLED_DIR.glob("*.py")):
         text = path.read_text(encoding="utf-8")
-        if code_format(text) == fmt:
+        skill = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# skill:")), "")
+        if code_format(text) == fmt and skill not in exclude_skills:
             shutil.copyfile(path, out / path.name)
     if not any(out.glob("*.py")):
-        raise SystemExit(f"no bundled seed environment has designer format {fmt!r}")
+        raise SystemExit(f"no bundled seed environment has designer format {fmt!r} outside {list(exclude_skills)}")
     return out
 
 
@@ -152,7 +187,7 @@ def run_arm(name: str, overrides: dict[str, Any], a: argparse.Namespace, data: P
     t0 = time.perf_counter()
     with open_engine(cfg, run_id=run_id, data_dir=data, create=True) as opened:
         engine = opened.engine
-        engine.trainer = CappedTrainer(engine.trainer, a.updates, engine.stop)
+        engine.trainer = CappedTrainer(engine.trainer, a.updates, engine.stop, token_budget=a.token_budget)
         timer = threading.Timer(a.arm_seconds, engine.stop)
         timer.daemon = True
         timer.start()
@@ -197,7 +232,7 @@ def run_base(a: argparse.Namespace, data: Path, tasks: list) -> dict[str, Any]:
     t0 = time.perf_counter()
     log = open_evaluations_log(data)
     try:
-        policy = transformers_policy_factory(a.model, data_dir=data, max_new_tokens=a.eval_max_new_tokens, device="cpu")()
+        policy = transformers_policy_factory(a.model, data_dir=data, max_new_tokens=a.eval_max_new_tokens, device=a.device)()
         try:
             PeriodicEvaluator(eval_config(a), log=log, blobs=None, policy=policy, tasks=tasks,  # type: ignore[arg-type]
                               model=a.model, on_progress=eval_progress("C (no training)")).evaluate_version("v0", None)
@@ -226,7 +261,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="tiny random model and tiny sizes (a CI smoke test)")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
-    ap.add_argument("--updates", type=int, default=2, help="policy updates per training arm")
+    ap.add_argument("--updates", type=int, default=1, help="policy updates per training arm (with --token-budget: at most)")
+    ap.add_argument("--token-budget", type=int, default=None,
+                    help="stop each training arm once its updates have trained on this many tokens (matched compute)")
+    ap.add_argument("--device", default="auto", help="auto (cuda when there is one), cpu or cuda, for the policy and the trainer")
     ap.add_argument("--batch-groups", type=int, default=1, help="groups (environments with reward variance) per update")
     ap.add_argument("--plays", type=int, default=4, help="k plain (and k hinted) plays per environment")
     ap.add_argument("--max-new-tokens", type=int, default=320, help="token budget of an agent turn and of a hint while training")
@@ -237,15 +275,15 @@ def main() -> None:
                     help="what arm A's designer writes (loop.designer_format; scaffold and puzzle repairs ask for a new attempt)")
     ap.add_argument("--max-envs", type=int, default=40, help="most environments per arm")
     ap.add_argument("--max-repairs", type=int, default=1)
-    ap.add_argument("--arm-seconds", type=float, default=1200.0, help="time budget of each training arm")
+    ap.add_argument("--arm-seconds", type=float, default=1000.0, help="time budget of each training arm")
     ap.add_argument("--train-tasks", nargs="+", default=list(TRAIN_TASKS), help="arm B's pool")
     ap.add_argument("--pool-size", type=int, default=50, help="items per training task")
     ap.add_argument("--eval-tasks", nargs="+", default=list(EVAL_TASKS), help="held-out tasks (neither arm trains on them)")
-    ap.add_argument("--eval-size", type=int, default=20)
+    ap.add_argument("--eval-size", type=int, default=10, help="held-out items per task")
     ap.add_argument("--eval-seed", type=int, default=0)
     ap.add_argument("--eval-max-new-tokens", type=int, default=384,
                     help="answer budget per held-out item (the 0.5B's answers run to 200-250 tokens: at 160 every one was cut)")
-    ap.add_argument("--eval-batch", type=int, default=10)
+    ap.add_argument("--eval-batch", type=int, default=15)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--no-lora", dest="lora", action="store_false", help="train every weight (default on CPU: LoRA)")
@@ -256,23 +294,34 @@ def main() -> None:
         a.model, a.updates, a.plays, a.max_new_tokens, a.max_envs, a.max_repairs = "tiny:0", 1, 2, 8, 2, 0
         a.designer_max_new_tokens = 8
         a.arm_seconds, a.pool_size, a.eval_size, a.eval_max_new_tokens, a.eval_batch = 300.0, 3, 2, 8, 8
-        a.train_tasks, a.eval_tasks, a.lr = ["chain_sum"], ["gcd", "leg_counting"], 1e-3
+        a.train_tasks, a.eval_tasks, a.lr = ["letter_counting"], ["gcd", "leg_counting"], 1e-3
     overlap = set(a.train_tasks) & set(a.eval_tasks)
     if overlap:
         ap.error(f"--train-tasks and --eval-tasks overlap: {sorted(overlap)} (the evaluation must be held out)")
+    if a.device == "auto":
+        import torch
+
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+    held_out = held_out_skills(a.eval_tasks)
+    skill_overlap = sorted(set(held_out) & {s for t in a.train_tasks for s in TASK_SKILLS.get(t, ())})
+    if skill_overlap:
+        ap.error(f"--train-tasks practise the held-out skills {skill_overlap} (the evaluation must be held out)")
     load = os.getloadavg()
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="spade-bench-svf-") as tmp:
         data = a.data_dir or Path(tmp)
         data.mkdir(parents=True, exist_ok=True)
         tasks = build_eval_tasks(eval_config(a))  # the same items for every arm
-        _say(f"model {a.model}; held-out tasks {', '.join(a.eval_tasks)} ({a.eval_size} items each); "
-             f"arm B trains on {', '.join(a.train_tasks)}; load average {load[0]:.1f}")
+        _say(f"model {a.model} on {a.device}; held-out tasks {', '.join(a.eval_tasks)} ({a.eval_size} items each; "
+             f"skills {', '.join(held_out) or 'none'} held out of arm A); arm B trains on {', '.join(a.train_tasks)}; "
+             f"load average {load[0]:.1f}")
         arms = {"c": run_base(a, data, tasks)}
         base = base_overrides(a)
-        arm_a = dict(base)
+        from spade_engine.engine.skills import skill_names
+
+        arm_a = {**base, "loop.skills": [s for s in skill_names("engine") if s not in held_out]}
         if a.seed_plays:
-            arm_a.update({"loop.seed_envs": str(format_seeds(a.designer_format, data)), "loop.seed_plays": True})
+            arm_a.update({"loop.seed_envs": str(format_seeds(a.designer_format, data, held_out)), "loop.seed_plays": True})
         arms["a"] = run_arm("A (self-play)", arm_a, a, data, tasks)
         source = "reasoning-gym:" + ",".join(a.train_tasks) + f"?size={a.pool_size}"
         arms["b"] = run_arm("B (fixed pool)", {**base, "loop.env_source": source, "loop.max_repairs": 0,
@@ -295,8 +344,15 @@ def main() -> None:
     for k, arm in arms.items():
         _say(f"arm {k.upper()}: accuracy {acc[k]:.3f}  " + json.dumps({x: v for x, v in arm.items() if x != "run_id"}))
     tok_a, tok_b = arms["a"]["completion_tokens"], arms["b"]["completion_tokens"]
+    tr_a, tr_b = arms["a"]["trained_tokens"], arms["b"]["trained_tokens"]
+    updates_matched = arms["a"]["updates"] == arms["b"]["updates"] and arms["a"]["updates"] > 0
+    if not updates_matched:
+        _say(f"arms NOT matched: A {arms['a']['updates']} updates ({arms['a']['reason']}), "
+             f"B {arms['b']['updates']} updates ({arms['b']['reason']})")
     result = {
-        "model": a.model, "smoke": a.smoke, "lora": a.lora, "updates_asked": a.updates,
+        "model": a.model, "smoke": a.smoke, "lora": a.lora, "device": a.device, "updates_asked": a.updates,
+        "token_budget": a.token_budget, "updates_matched": updates_matched,
+        "trained_token_ratio_a_b": round(tr_a / tr_b, 3) if tr_b else None, "held_out_skills": held_out,
         "designer_format": a.designer_format, "arm_a_seed_plays": a.seed_plays,
         "arm_a_accuracy": round(acc["a"], 4), "arm_b_accuracy": round(acc["b"], 4), "arm_c_accuracy": round(acc["c"], 4),
         "delta_a_c": deltas["a_c"]["delta"], "delta_b_c": deltas["b_c"]["delta"], "delta_a_b": deltas["a_b"]["delta"],

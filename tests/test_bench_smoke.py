@@ -49,7 +49,7 @@ CASES = {
                "agent_tokens_per_s", "delta_solved_share", "delta_boxed_share"]),
     "selfplay_vs_fixed": (["--smoke"], ["arm_a_accuracy", "arm_b_accuracy", "arm_c_accuracy", "delta_a_c", "delta_b_c",
                                         "delta_a_b", "arm_a_updates", "arm_b_updates", "arm_a_completion_tokens",
-                                        "arm_b_completion_tokens", "load_average_start"]),
+                                        "arm_b_completion_tokens", "load_average_start", "updates_matched"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
                           "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
 }
