@@ -486,6 +486,28 @@ def test_cli_archive_suite_with_the_procedural_policy(archived_run):
         log.close()
 
 
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_cli_archive_suite_warns_when_the_policy_trained_on_that_archive(archived_run):
+    """A policy of a run whose environments came from `--env-source archive:X` (or of X itself)
+    has seen X's environments: evaluating it on archive:X says so."""
+    data, run_id, _, cfg = archived_run
+    trained = "run-20260101-000000-trn000"
+    recorded = load_config(overrides={"loop.env_source": f"archive:{run_id[:-2]}"})  # a unique prefix, as a user types it
+    log = open_event_log(trained, data_dir=data, create=True)
+    log.append([make_envelope(RunStarted(config=recorded.model_dump(mode="json"), engine_version="t", seed=0),
+                              run_id=trained, producer="t")])
+    log.close()
+    for policy_run, warned in ((trained, True), (run_id, True)):
+        res = _eval(f"archive:{run_id}", "--run", policy_run, "--version", "v0", "--model", "procedural", "--size", "1",
+                    "--no-record", data=data)
+        assert res.exit_code == 0, res.output
+        assert (f"archive:{run_id} is not held out for it" in res.stderr) is warned, res.stderr
+    res = _eval("reasoning-gym:gcd", "--run", trained, "--version", "v0", "--model", "procedural", "--size", "1",
+                "--no-record", data=data)
+    assert res.exit_code == 0 and "not held out" not in res.stderr
+
+
 def test_each_task_is_reported_when_its_last_item_is_scored():
     tasks = rg(size=3)
     seen: list[tuple[int, str, int, int]] = []

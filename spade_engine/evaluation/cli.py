@@ -176,12 +176,14 @@ def eval_command(
         target = resolve_run(record_run, data_dir=root, backend=b, bootstrap=boot)
 
     checkpoint = None
+    trained_on: set[str] = set()  # runs whose environments the evaluated policy was trained on
     if run is not None:
         run_id, log = open_run(run, data_dir, b, boot)
         try:
             checkpoint = find_checkpoint(log, version, BlobStore(root / "blobs"))
             if model is None:
                 model = checkpoint.base_model or _run_model(log)
+            trained_on = {checkpoint.run_id, *_archive_sources(log, root, b, boot)}
         finally:
             log.close()
 
@@ -195,8 +197,8 @@ def eval_command(
             tasks.extend(archive_tasks(src, size=size, seed=seed))
         finally:
             src.close()
-        if checkpoint is not None and src_id == checkpoint.run_id:
-            note(f"warning: the policy was trained on run {src_id}: archive:{src_id} is not held out for it")
+        if src_id in trained_on:
+            note(f"warning: the policy was trained on run {src_id}'s environments: archive:{src_id} is not held out for it")
 
     labels = [t.label for t in tasks]
     if len(set(labels)) != len(labels):
@@ -264,3 +266,21 @@ def eval_command(
         "scored 1.0 (avg@k); 95% CI: Wilson over items; score: mean verifier score; err: verifier errors "
         "or abnormal plays"
     )
+
+
+def _archive_sources(log: Any, root: Path, backend: str, bootstrap: str | None) -> list[str]:
+    """The run ids a run took its environments from (``loop.env_source = archive:RUN``), so an
+    evaluation on that archive is flagged as not held out."""
+    from ..envsources.spec import parse_env_source
+    from ..recorded import recorded_config
+
+    cfg = recorded_config(log)
+    spec = parse_env_source(cfg.loop.env_source) if cfg is not None and cfg.loop.env_source else None
+    if spec is None or spec.kind != "archive" or not spec.run:
+        return []
+    try:
+        from ..events.store import resolve_run
+
+        return [resolve_run(spec.run, data_dir=root, backend=backend, bootstrap=bootstrap)]
+    except Exception:  # noqa: BLE001 - the source run may be gone: then it is not evaluated either
+        return []
