@@ -7,22 +7,37 @@
    the agent plays (a new environment's first round or a replay round) is one training round; per
    window of ``--window`` rounds it prints the share of rounds whose plain win rate is in the
    frontier band [band_low, band_high] and their mean regret, for both runs.
-2. **Designer samples used per update, before vs after.** The skill schedule of the loop (seven
-   skills, each block of seven environments covering each once in a seeded order) over
-   ``--designs`` environments, with designer rewards drawn at random, is folded into the trainer's
-   batch assembler and cut into batches of ``--batch-groups`` groups: the share of designer
-   samples that get a non-zero advantage, with the per-batch per-skill centring (before:
-   ``designer_baseline = "batch"``) and with the running per-skill window (after, the default).
+2. **Designer samples used per update, before vs after.** The skill schedule of the loop under
+   the default config (all 16 engine skill families, each block of 16 environments covering each
+   once in a seeded order) over ``--designs`` environments, with designer rewards drawn at random,
+   is folded into the trainer's batch assembler and cut into batches of ``--batch-groups`` groups:
+   the designer samples that get a non-zero advantage out of the candidates, with the per-batch
+   per-skill centring (before: ``designer_baseline = "batch"``) and with the running per-skill
+   window (after, the default).
+3. **Over time, with a learning agent** (``--train``, off by default: minutes on CPU). The
+   procedural policy of part 1 does not learn, so its frontier share has no trend. With ``--train``
+   a tiny random byte-level model (``tiny:0``) is the agent and is trained between rounds by the
+   replay-driven trainer, reading only the log; each round fills ``--train-slots`` curriculum slots
+   (new toy environments, or with level replay on, replays chosen by positive value loss), each
+   played ``--train-plays`` times; a play is won when the model's first token is a lowercase
+   letter (chance about 0.1, a reward the tiny model can learn). Per round it prints the mean win
+   rate, the frontier share of the round's slots and the replays, for level replay off and on.
 
 The LAST line is one JSON object with ``frontier_share_off``/``_on``, ``frontier_share_ratio``
 (on / off; null when off is 0) and ``frontier_share_delta`` (on - off), the same for ``regret``,
 ``replays``, and
-``designer_used_share_before``/``_after``, ``designer_used_delta`` (after - before) and
-``designer_used_ratio`` (after / before; null when before is 0, as in ``--quick``) at the
-default batch size, plus the shares at every ``--batch-groups`` size.
+``designer_used_share_before``/``_after`` and ``designer_used_delta`` (after - before) at the
+default batch size (4 groups); the raw counts ``designer_used_before_N``/``designer_used_after_N``
+out of ``designer_candidates_N`` and the shares at every ``--batch-groups`` size N;
+``designer_used_ratio`` (after / before) at ``designer_ratio_groups``, the smallest batch size
+whose before share is not 0 (at 4 and 8 groups per-batch centring uses none: 16 skills in turn put
+each skill at most once in a batch; null when every size is degenerate). With ``--train`` also
+``train_win_rate_first_off``/``_last_off`` (the first and last round's mean win rate) and the same
+``_on``, ``train_frontier_share_off``/``_on`` over all rounds, ``train_replays``.
 
     python3 bench/curriculum.py            # 24 new environments per run, k = 4
     python3 bench/curriculum.py --quick    # 6 new environments per run
+    python3 bench/curriculum.py --train    # also the learning agent over time (minutes)
 """
 
 from __future__ import annotations
@@ -44,7 +59,7 @@ from spade_engine.textout import quiet_libraries  # noqa: E402
 quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
 
 from spade_engine.config import load_config  # noqa: E402
-from spade_engine.engine.designer import SKILLS  # noqa: E402
+from spade_engine.engine.skills import skill_names  # noqa: E402
 from spade_engine.engine.regret import in_band  # noqa: E402
 from spade_engine.engine.stages import choose_skill  # noqa: E402
 from spade_engine.events import EnvironmentProposed, Generation, RegretEstimated, make_envelope  # noqa: E402
@@ -80,13 +95,16 @@ def summarise(rounds: list[dict], band: tuple[float, float]) -> tuple[float, flo
     return share, sum(r["regret"] for r in rounds) / len(rounds)
 
 
-def designer_share(n: int, batch_groups: int, baseline: str, seed: int) -> float:
-    skills = list(SKILLS)
+def designer_share(n: int, batch_groups: int, baseline: str, seed: int) -> tuple[int, int]:
+    """``(used, candidates)``: designer samples with a non-zero advantage, out of all of them,
+    under the default config's skills and skill schedule."""
+    loop = load_config(environ={}).loop
+    skills = list(loop.skills) or skill_names(loop.skill_set)
     rng = random.Random(seed)
     gen = Generation(prompt_token_ids=[1, 2], completion_token_ids=[3, 4], logprobs=[-1.0, -1.0])
     asm = BatchAssembler()
     for i in range(n):
-        skill = choose_skill(seed, i, skills)
+        skill = choose_skill(seed, i, skills, per_block=loop.skills_per_block, block_envs=loop.block_envs)
         for ev in (
             EnvironmentProposed(env_id=f"e{i}", skill=skill, difficulty=0.5, code="x", code_sha256="0", policy_version="v0",
                                 generation=gen),
@@ -99,7 +117,94 @@ def designer_share(n: int, batch_groups: int, baseline: str, seed: int) -> float
         _, stats = build_samples(asm.take(batch_groups), current_step=0, max_lag=4, lag_of=asm.lag, designer_baseline=baseline)
         used += stats.designer_samples
         candidates += stats.designer_candidates
-    return used / candidates if candidates else 0.0
+    return used, candidates
+
+
+# -- over time, with a learning agent (--train) ------------------------------------------------------
+
+TRAIN_PROMPT = [{"role": "user", "content": "Say a word."}]
+TRAIN_CODE = "class WordEnv:\n    pass\n"
+
+
+def _won(token_ids: list[int]) -> float:
+    return 1.0 if token_ids and ord("a") <= token_ids[0] <= ord("z") else 0.0
+
+
+def train_arm(root: Path, *, replay: bool, rounds: int, slots: int, plays: int, seed: int, lr: float) -> list[dict]:
+    """One arm of ``--train``: per round, ``slots`` curriculum decisions played ``plays`` times by
+    the tiny model, recorded as the engine's events, then a trainer built from the log trains on
+    them and the policy loads its new version. Returns one summary per round."""
+    import hashlib
+
+    from spade_engine.blobs import BlobStore
+    from spade_engine.config import TrainerConfig
+    from spade_engine.engine.level_replay import choose_replay
+    from spade_engine.engine.pipeline import env_id_for, output_event_id
+    from spade_engine.engine.rounds import estimate_round, prior_of, round_play_specs
+    from spade_engine.engine.state import RunState
+    from spade_engine.events import EnvironmentValidated, RolloutCompleted, RunStarted, SqliteEventLog, Turn
+    from spade_engine.policy.protocol import PolicyRequest
+    from spade_engine.policy.transformers_policy import TransformersPolicy
+    from spade_engine.trainer.checkpoints import sync_policy
+    from spade_engine.trainer.loop import Trainer
+
+    root.mkdir(parents=True, exist_ok=True)
+    run_id = "run-bench-train"
+    cfg = load_config(overrides={"seed": seed, "replay.enabled": replay, "replay.p": 0.5, "replay.score": "pvl",
+                                 "replay.min_candidates": 4, "replay.hinted": False}, environ={})
+    log = SqliteEventLog(root / "events.sqlite", run_id)
+    blobs = BlobStore(root / "blobs")
+    log.append([make_envelope(RunStarted(config=cfg.model_dump(mode="json"), engine_version="bench", seed=seed),
+                              run_id=run_id, producer="bench")])
+    policy = TransformersPolicy.from_tiny(seed=0)
+    tcfg = TrainerConfig(learning_rate=lr, batch_groups=slots, micro_batch_size=32, device="cpu", max_lag=1)
+    state = RunState.from_log(log)
+    code_sha = hashlib.sha256(TRAIN_CODE.encode()).hexdigest()
+
+    def append(payload) -> None:
+        log.append([make_envelope(payload, run_id=run_id, producer="bench", event_id=output_event_id(run_id, payload))])
+        state.refresh(log)
+
+    out = []
+    try:
+        for _ in range(rounds):
+            estimates, replays = [], 0
+            for _slot in range(slots):
+                choice = choose_replay(cfg, state, policy_version=policy.version)
+                if choice is not None:
+                    append(choice)
+                    replays += 1
+                    env_id, round_ = choice.env_id, choice.round
+                else:
+                    env_id, round_ = env_id_for(run_id, len(state.roots())), 0
+                    append(EnvironmentProposed(env_id=env_id, skill="words", difficulty=0.5, code=TRAIN_CODE,
+                                               code_sha256=code_sha, policy_version=policy.version))
+                    append(EnvironmentValidated(env_id=env_id, valid=True, accepted=True))
+                specs = round_play_specs(cfg.seed, env_id, round_, plain=plays, hinted=0)
+                samples = policy.generate([PolicyRequest(role="agent", messages=TRAIN_PROMPT, seed=sp.seed, max_new_tokens=3)
+                                           for sp in specs])
+                for sp, sample in zip(specs, samples):
+                    r = _won(sample.completion_token_ids)
+                    append(RolloutCompleted(
+                        env_id=env_id, play_id=f"{env_id}/r{round_}/p{sp.index}", hinted=False, seed=sp.seed,
+                        policy_version=policy.version, episode_reward=r, terminated=True, index=sp.index, round=round_,
+                        turns=[Turn(observation="Say a word.", action=sample.text, reward=r, terminated=True,
+                                    generation=sample.generation())],
+                    ))
+                st = state.env(env_id)
+                est = estimate_round(st.proposed, st.all_plays(), cfg, round_=round_, replay=choice is not None,
+                                     prev=state.lp_heads.get("words"),
+                                     prior=prior_of([e for _, e in st.estimates.values()], round_))
+                append(est)
+                estimates.append(est)
+            Trainer(log, blobs=blobs, config=tcfg, base_model="tiny:0").run()
+            sync_policy(policy, log, blobs)
+            out.append({"win_rate": sum(e.win_rate_plain for e in estimates) / len(estimates),
+                        "frontier": sum(1 for e in estimates if in_band(e.win_rate_plain)) / len(estimates),
+                        "replays": replays, "version": policy.version})
+    finally:
+        log.close()
+    return out
 
 
 def main() -> None:
@@ -113,6 +218,11 @@ def main() -> None:
     ap.add_argument("--designs", type=int, default=700, help="environments in the designer-sample simulation")
     ap.add_argument("--batch-groups", type=int, nargs="+", default=[4, 8, 12])
     ap.add_argument("--quick", action="store_true", help="6 new environments per run")
+    ap.add_argument("--train", action="store_true", help="also the learning agent over time (tiny model, minutes)")
+    ap.add_argument("--train-rounds", type=int, default=12, help="--train: rounds (a trainer update after each)")
+    ap.add_argument("--train-slots", type=int, default=4, help="--train: curriculum slots per round")
+    ap.add_argument("--train-plays", type=int, default=8, help="--train: plays per slot")
+    ap.add_argument("--train-lr", type=float, default=3e-2, help="--train: learning rate of the tiny model")
     args = ap.parse_args()
     if args.quick:
         args.envs, args.designs = 6, 140
@@ -137,15 +247,33 @@ def main() -> None:
     f_on, r_on = summarise(on["rounds"], band)
     print(f"  all:  frontier share off {f_off:.3f}, on {f_on:.3f}; mean regret off {r_off:.3f}, on {r_on:.3f}")
 
-    shares = {}
-    print(f"designer samples used per update ({args.designs} environments, {len(SKILLS)} skills in turn)")
+    shares, counts = {}, {}
+    print(f"designer samples used per update ({args.designs} environments, {len(skill_names())} skills in turn)")
     for bg in args.batch_groups:
-        before = designer_share(args.designs, bg, "batch", args.seed)
-        after = designer_share(args.designs, bg, "window", args.seed)
-        shares[bg] = (before, after)
-        print(f"  batch_groups {bg:>2}: before (per-batch centring) {before:.3f}, after (running window) {after:.3f}")
+        ub, cb = designer_share(args.designs, bg, "batch", args.seed)
+        ua, ca = designer_share(args.designs, bg, "window", args.seed)
+        counts[bg] = (ub, ua, cb)
+        shares[bg] = (ub / cb if cb else 0.0, ua / ca if ca else 0.0)
+        print(f"  batch_groups {bg:>2}: before (per-batch centring) {ub}/{cb} = {shares[bg][0]:.3f}, "
+              f"after (running window) {ua}/{ca} = {shares[bg][1]:.3f}")
     default = 4 if 4 in shares else args.batch_groups[0]
     before, after = shares[default]
+    ratio_bg = next((bg for bg in sorted(shares) if shares[bg][0] > 0), None)
+    train = {}
+    if args.train:
+        with tempfile.TemporaryDirectory(prefix="spade-bench-curriculum-train-") as tmp:
+            arms = {name: train_arm(Path(tmp) / name, replay=name == "on", rounds=args.train_rounds, slots=args.train_slots,
+                                    plays=args.train_plays, seed=args.seed, lr=args.train_lr) for name in ("off", "on")}
+        print(f"over time with a learning agent (tiny model, {args.train_rounds} rounds of {args.train_slots} slots x "
+              f"{args.train_plays} plays, lr {args.train_lr}; level replay p 0.5 by pvl)")
+        print(f"  {'round':>5}  {'win off':>7}  {'win on':>7}  {'band off':>8}  {'band on':>8}  {'replays':>7}")
+        for i, (a, b) in enumerate(zip(arms["off"], arms["on"])):
+            print(f"  {i:>5}  {a['win_rate']:7.3f}  {b['win_rate']:7.3f}  {a['frontier']:8.2f}  {b['frontier']:8.2f}  {b['replays']:>7}")
+        for name, rows in arms.items():
+            train[f"train_win_rate_first_{name}"] = round(rows[0]["win_rate"], 4)
+            train[f"train_win_rate_last_{name}"] = round(rows[-1]["win_rate"], 4)
+            train[f"train_frontier_share_{name}"] = round(sum(r["frontier"] for r in rows) / len(rows), 4)
+        train["train_replays"] = sum(r["replays"] for r in arms["on"])
     result = {
         "envs": args.envs,
         "replays": replays,
@@ -160,9 +288,14 @@ def main() -> None:
         "designer_used_share_before": round(before, 4),
         "designer_used_share_after": round(after, 4),
         "designer_used_delta": round(after - before, 4),
-        "designer_used_ratio": round(after / before, 4) if before else None,
+        "designer_ratio_groups": ratio_bg,
+        "designer_used_ratio": round(shares[ratio_bg][1] / shares[ratio_bg][0], 4) if ratio_bg else None,
         **{f"designer_used_share_before_{bg}": round(b, 4) for bg, (b, _) in shares.items()},
         **{f"designer_used_share_after_{bg}": round(a, 4) for bg, (_, a) in shares.items()},
+        **{f"designer_used_before_{bg}": ub for bg, (ub, _, _) in counts.items()},
+        **{f"designer_used_after_{bg}": ua for bg, (_, ua, _) in counts.items()},
+        **{f"designer_candidates_{bg}": c for bg, (_, _, c) in counts.items()},
+        **train,
     }
     print(json.dumps(result))
 

@@ -274,6 +274,16 @@ class LoopConfig(_Section):
     skill_set: Literal["engine", "cognitive"] = Field(
         "engine", description="engine: the simulation's 16 skill families; cognitive: the release's 9 skills"
     )
+    skills_per_block: int = Field(
+        0, ge=0,
+        description="0 = every skill in each block of len(skills) environments, in a seeded order; k > 0 = the "
+        "release's rotation (--spade-skills-per-regen): block b uses the k skills skills[(b*k + j) % n], j < k, in turn",
+    )
+    block_envs: int = Field(
+        0, ge=0,
+        description="with skills_per_block > 0: environments per block (the release's 24 games per regeneration); "
+        "0 = one per active skill",
+    )
     corpus: list[str] = Field(default_factory=list, description="paths; empty = bundled corpus")
     env_source: str = Field(
         "",
@@ -355,6 +365,16 @@ class RewardConfig(_Section):
         0.95, gt=0.0, le=1.0, description="learning_potential: weight of the newest win rate in the skill's slow EMA (release scripts: 0.85)"
     )
     step_timeout_penalty: float = -0.5
+    step_timeout_scope: Literal["all", "regret"] = Field(
+        "all",
+        description="which variants a step timeout scores step_timeout_penalty: all, or regret only (the release: "
+        "only regret_based is penalised; blend and learning_potential score the plays)",
+    )
+    win_signal: Literal["solved_share", "mean_reward"] = Field(
+        "solved_share",
+        description="what the band, plateau and learning potential read: the share of solved plain plays, or their "
+        "mean episode reward with a play whose environment failed in step() counted -1 (the release)",
+    )
 
 
 class ReplayConfig(_Section):
@@ -362,7 +382,11 @@ class ReplayConfig(_Section):
 
     enabled: bool = False
     p: float = Field(0.5, ge=0.0, le=1.0, description="chance that a curriculum slot replays an archived environment")
-    score: Literal["regret", "pvl"] = Field("regret", description="regret, or positive value loss against the round's mean")
+    score: Literal["regret", "pvl"] = Field(
+        "regret",
+        description="regret, or the positive value loss of the latest round's plain plays against the value the "
+        "environment had before them (its previous smoothed win signal; a first round: its skill's slow EMA)",
+    )
     temperature: float = Field(0.3, gt=0.0, description="rank prioritisation temperature beta")
     staleness: float = Field(0.3, ge=0.0, le=1.0, description="staleness mixing coefficient rho")
     min_candidates: int = Field(4, ge=1, description="no replay before this many environments are replayable")

@@ -15,10 +15,13 @@ import torch
 from typer.testing import CliRunner
 
 from spade_engine.cli import app
-from spade_engine.config import EngineConfig, TrainerConfig, load_config, resolve_config
+from spade_engine.config import EngineConfig, RewardConfig, TrainerConfig, load_config, resolve_config
 from spade_engine.engine import level_replay as LR
 from spade_engine.engine.pipeline import _NS, env_id_for, missing_plays, next_stage, output_event_id
+from spade_engine.engine import rounds as rounds_mod
+from spade_engine.engine.regret import designer_reward, play_value, timeout_penalised
 from spade_engine.engine.rounds import estimate_round, round_play_specs
+from spade_engine.engine.skills import skill_names
 from spade_engine.engine.stages import choose_skill, derive_seed, play_specs
 from spade_engine.engine.state import RunState
 from spade_engine.errors import ConfigError
@@ -30,6 +33,7 @@ from spade_engine.events import (
     HintWritten,
     RegretEstimated,
     RolloutCompleted,
+    Turn,
     json_schemas,
     make_envelope,
 )
@@ -181,6 +185,135 @@ def test_round_estimates_by_hand():
     assert not estimate_round(prop, plays, cfg, round_=1, replay=True, prev=None).designer_final
 
 
+def _played(eid, hinted, index, r, *, end_reason="terminated", turns=1, step_timeout=False):
+    turn = Turn(observation="o", action="a", reward=r, terminated=end_reason == "terminated")
+    return (eid, RolloutCompleted(env_id="e", play_id=eid, hinted=hinted, seed=index, policy_version="v0",
+                                  episode_reward=r, index=index, terminated=end_reason == "terminated",
+                                  end_reason=end_reason, turns=[turn] * turns, step_timeout=step_timeout))
+
+
+def _mixed_plays():
+    """Plain: solved (1), half (0.5), a sandbox crash in its first step (0, recorded unterminated),
+    a reset failure (0, no turn). Hinted: 1, 1, 1, 0."""
+    return [_played("p0", False, 0, 1.0), _played("p1", False, 1, 0.5),
+            _played("p2", False, 2, 0.0, end_reason="sandbox_crash"), _played("p3", False, 3, 0.0, end_reason="error", turns=0),
+            _played("h0", True, 0, 1.0), _played("h1", True, 1, 1.0), _played("h2", True, 2, 1.0), _played("h3", True, 3, 0.0)]
+
+
+def test_play_values_by_hand():
+    assert [play_value(r) for r in (1.0, 0.999, 0.5, -1.0)] == [1.0, 0.0, 0.0, 0.0]
+    mr = lambda r, **kw: play_value(r, signal="mean_reward", **kw)  # noqa: E731
+    assert (mr(1.0), mr(0.5), mr(-1.0), mr(0.0)) == (1.0, 0.5, -1.0, 0.0)
+    # an environment that failed in a step counts -1 (the release's SyntheticGameEnv), a reset failure its reward
+    assert mr(0.0, end_reason="sandbox_crash", turns=1) == -1.0 and mr(0.0, end_reason="error", turns=2) == -1.0
+    assert mr(0.0, end_reason="error", turns=0) == 0.0 and mr(0.0, end_reason="step_timeout", turns=1) == 0.0
+    with pytest.raises(ValueError):
+        play_value(1.0, signal="nope")
+
+
+@pytest.mark.parametrize("signal", ["solved_share", "mean_reward"])
+def test_win_signal_in_the_round_estimate_by_hand(signal):
+    cfg = load_config(overrides={"loop.plain_plays": 4, "loop.hinted_plays": 4, "reward.win_signal": signal}, environ={})
+    prop = EnvironmentProposed(env_id="e", skill="math", difficulty=0.5, code="x", code_sha256="0", policy_version="v0")
+    est = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=None)
+    # regret reads episode rewards either way: 0.75 - (1 + 0.5 + 0 + 0) / 4 = 0.375 -> clipped regret term 0.4
+    assert est.regret == 0.375 and est.win_rate_plain == 0.25 and est.win_signal == signal
+    if signal == "solved_share":
+        # w = 1/4; plateau(0.25) = 1 - (0.4 - 0.25) / 0.25 = 0.4; blend 0.4 + 0.6 * 0.4 = 0.64
+        assert est.win_rate_smoothed == 0.25 and est.designer_reward == pytest.approx(0.64)
+    else:
+        # w = (1 + 0.5 - 1 + 0) / 4 = 0.125; plateau(0.125) = max(0, 1 - 0.275 / 0.25) = 0; blend 0.4
+        assert est.win_rate_smoothed == 0.125 and est.designer_reward == pytest.approx(0.4)
+        # the learning-potential EMA runs on the same signal: 0.05 * 0.5 + 0.95 * 0.125
+        lp = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=("x", 0.5))
+        assert lp.baseline == pytest.approx(0.14375)
+
+
+def test_step_timeout_scope_by_hand():
+    everywhere, release = RewardConfig(), RewardConfig(step_timeout_scope="regret")
+    # blend(regret 0.3, w 0.5) = 0.4 * clip(2) + 0.6 * 1 = 1.0
+    assert designer_reward(0.3, 0.5, variant="blend", step_timeouts=1, cfg=everywhere) == -0.5
+    assert designer_reward(0.3, 0.5, variant="blend", step_timeouts=1, cfg=release) == pytest.approx(1.0)
+    assert designer_reward(0.3, 0.5, variant="learning_potential", step_timeouts=2, cfg=release, baseline=0.4) == pytest.approx(0.1)
+    assert designer_reward(0.3, 0.5, variant="regret", step_timeouts=1, cfg=release) == -0.5
+    assert designer_reward(0.3, 0.5, variant="regret", step_timeouts=0, cfg=release) == 0.3
+    assert [timeout_penalised(v, release) for v in ("blend", "regret", "solve_rate")] == [False, True, False]
+    # in a round: one plain play hit a step timeout
+    prop = EnvironmentProposed(env_id="e", skill="math", difficulty=0.5, code="x", code_sha256="0", policy_version="v0")
+    plays = [_played("p0", False, 0, 1.0), _played("p1", False, 1, 0.0, end_reason="step_timeout", step_timeout=True),
+             _played("h0", True, 0, 1.0), _played("h1", True, 1, 1.0)]
+    base = {"loop.plays_per_env": 2}
+    est = estimate_round(prop, plays, load_config(overrides=base, environ={}), round_=0, replay=False, prev=None)
+    assert est.step_timeouts == 1 and est.designer_reward == -0.5
+    # release: blend from the plays, 0.4 * clip(0.5 / 0.15) + 0.6 * plateau(0.5) = 1.0
+    est = estimate_round(prop, plays, load_config(overrides={**base, "reward.step_timeout_scope": "regret"}, environ={}),
+                         round_=0, replay=False, prev=None)
+    assert est.step_timeouts == 1 and est.designer_reward == pytest.approx(1.0)
+
+
+def test_pvl_against_the_value_before_the_round_by_hand():
+    prop = EnvironmentProposed(env_id="e", skill="math", difficulty=0.5, code="x", code_sha256="0", policy_version="v0")
+    cfg = load_config(overrides={"loop.plays_per_env": 4, "reward.win_signal": "mean_reward"}, environ={})
+    # values 1, 0.5, -1, 0; a skill's first environment: V = the round's mean 0.125
+    first = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=None)
+    assert first.value == 0.125 and first.pvl == pytest.approx((0.875 + 0.375) / 4)
+    # a first round after other environments of the skill: V = the skill's slow EMA 0.5
+    est = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=("x", 0.5))
+    assert est.value == 0.5 and est.pvl == pytest.approx(0.5 / 4)
+    # a later round: V = the environment's previous smoothed win signal 0.2 (the prior wins over prev)
+    est = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=("x", 0.5), prior=0.2)
+    assert est.value == 0.2 and est.pvl == pytest.approx((0.8 + 0.3) / 4)
+    assert LR.pvl([1.0, 0.5, -1.0, 0.0], 0.2) == pytest.approx(0.275)
+    # prior_of: the latest estimate before the round
+    e0 = msgspec.structs.replace(first, round=0, win_rate_smoothed=0.25)
+    e1 = msgspec.structs.replace(first, round=1, win_rate_smoothed=0.5)
+    assert rounds_mod.prior_of([e1, e0], 2) == 0.5 and rounds_mod.prior_of([e1, e0], 1) == 0.25
+    assert rounds_mod.prior_of([e1, e0], 0) is None
+    # the level-replay score reads the recorded pvl; a v2 estimate (no pvl) the round's mean
+    st = RunState(run_id=RUN).env("e")
+    st.estimates[0] = ("id", est)
+    assert LR.score(st, "pvl") == est.pvl
+    st.estimates[0] = ("id", msgspec.structs.replace(est, pvl=None, value=None, plain_rewards=[1.0, 0.0, 0.0, 0.0]))
+    assert LR.score(st, "pvl") == pytest.approx(0.1875)
+
+
+def test_skill_rotation_by_hand():
+    six = ["a", "b", "c", "d", "e", "f"]
+    release = [choose_skill(0, i, six, per_block=3, block_envs=24) for i in range(72)]
+    assert release[:6] == ["a", "b", "c", "a", "b", "c"] and set(release[:24]) == {"a", "b", "c"}
+    assert release[24:27] == ["d", "e", "f"] and set(release[24:48]) == {"d", "e", "f"}
+    assert release[47] == "f" and release[48:51] == ["a", "b", "c"]
+    assert all(release[:24].count(s) == 8 for s in "abc")  # 8 games per skill per block
+    # k = 4 of 6, one environment per active skill: windows start at 0, 4, 8 % 6 = 2
+    four = [choose_skill(0, i, six, per_block=4) for i in range(12)]
+    assert four == ["a", "b", "c", "d", "e", "f", "a", "b", "c", "d", "e", "f"]
+    assert [choose_skill(0, i, six, per_block=4, block_envs=2) for i in range(6)] == ["a", "b", "e", "f", "c", "d"]
+    assert [choose_skill(0, i, six, per_block=9) for i in range(7)] == six + ["a"]  # k >= n: every skill
+    assert sorted(choose_skill(5, i, six) for i in range(6)) == six  # per_block 0: seeded blocks, unchanged
+
+
+def test_release_preset_skills_and_temperature():
+    from spade_engine.engine.skills import COGNITIVE_SKILLS
+
+    c = load_config(preset="spade-release", environ={})
+    assert c.loop.skills == ["Mathematical Reasoning", "Logical Deduction", "Spatial Reasoning", "Pattern Recognition",
+                             "Optimization", "Causal Inference"]
+    assert all(s in COGNITIVE_SKILLS for s in c.loop.skills) and c.loop.skill_set == "cognitive"
+    assert (c.loop.skills_per_block, c.loop.block_envs) == (3, 24)
+    assert c.trainer.temperature == 1.0  # --rollout-temperature 1.0; sampling stays at 0.6
+    assert c.policy.generation.for_role("agent").temperature == 0.6 == c.policy.generation.for_role("designer").temperature
+    assert (c.reward.win_signal, c.reward.step_timeout_scope) == ("mean_reward", "regret")
+    d = load_config(environ={})
+    assert (d.trainer.temperature, d.trainer.learning_rate, d.trainer.weight_decay) == (None, 1e-5, 0.0)
+    assert (d.reward.win_signal, d.reward.step_timeout_scope, d.loop.skills_per_block) == ("solved_share", "all", 0)
+    from spade_engine.engine.stages import StageContext
+
+    ctx = StageContext(run_id=RUN, cfg=c, policy=None, corpus=None)  # type: ignore[arg-type]
+    assert [ctx.skill_of(i) for i in (0, 1, 2, 3, 24, 25, 26)] == [
+        "Mathematical Reasoning", "Logical Deduction", "Spatial Reasoning", "Mathematical Reasoning",
+        "Pattern Recognition", "Optimization", "Causal Inference"]
+
+
 def test_play_specs_keep_round_zero_seeds_and_pair_plays():
     assert round_play_specs(3, "abcdef-e00001", 0, plain=4, hinted=4) == play_specs(3, "abcdef-e00001", 4)
     specs = round_play_specs(3, "abcdef-e00001", 0, plain=2, hinted=3)
@@ -210,9 +343,14 @@ def test_v1_events_are_upcast():
         "win_rate_hinted": 1.0, "regret": 0.5, "designer_reward": 1.0, "reward_variant": "learning_potential"})
     assert (est.round, est.win_rate_smoothed, est.designer_final, est.replay, est.baseline) == (0, 0.5, True, False, None)
     assert est.reward_variant == "outcome_variance"  # v1's learning_potential was 4p(1-p)
+    assert (est.win_signal, est.value, est.pvl) == ("solved_share", None, None)  # v1 -> v2 -> v3
+    v2 = decode_payload("RegretEstimated", 2, {
+        "env_id": "e", "skill": "s", "plain_rewards": [1.0, 0.0], "hinted_rewards": [1.0, 1.0], "win_rate_plain": 0.5,
+        "win_rate_hinted": 1.0, "regret": 0.5, "designer_reward": 1.0, "round": 1, "win_rate_smoothed": 0.75})
+    assert (v2.win_signal, v2.value, v2.pvl, v2.round, v2.win_rate_smoothed) == ("solved_share", None, None, 1, 0.75)
     schemas = json_schemas()
     assert schemas["EnvironmentReplayed"]["x-schema-version"] == 1
-    assert schemas["RolloutCompleted"]["x-schema-version"] == 3 and schemas["RegretEstimated"]["x-schema-version"] == 2
+    assert schemas["RolloutCompleted"]["x-schema-version"] == 3 and schemas["RegretEstimated"]["x-schema-version"] == 3
     replayed = schemas["EnvironmentReplayed"]["$defs"]["EnvironmentReplayed"]["properties"]
     assert {"score", "rank", "staleness", "probability", "reason", "basis"} <= set(replayed)
 
@@ -239,47 +377,93 @@ def test_group_std_normalisation_by_hand():
         group_advantages([1.0], "nope")
 
 
-def _designer_run(n_envs: int, skills: list[str], seed: int = 0) -> list[Record]:
-    rng = random.Random(seed)
+def _skills_of(cfg: EngineConfig) -> list[str]:
+    """The skills a run of ``cfg`` rotates through (``StageContext.skills``)."""
+    return list(cfg.loop.skills) or skill_names(cfg.loop.skill_set)
+
+
+def _skill_at(cfg: EngineConfig, i: int) -> str:
+    return choose_skill(cfg.seed, i, _skills_of(cfg), per_block=cfg.loop.skills_per_block, block_envs=cfg.loop.block_envs)
+
+
+def _designer_run(n_envs: int, cfg: EngineConfig) -> list[Record]:
+    """``n_envs`` environments in the skill schedule of ``cfg``, each with ``loop.rounds`` round
+    estimates back to back (one group each; the last is designer-final with a random reward)."""
+    rng = random.Random(cfg.seed)
     recs = []
     gen = Generation(prompt_token_ids=[1, 2], completion_token_ids=[3, 4], logprobs=[-1.0, -1.0])
     for i in range(n_envs):
-        env_id, skill = f"e{i}", choose_skill(seed, i, skills)
-        for ev in (
-            EnvironmentProposed(env_id=env_id, skill=skill, difficulty=0.5, code="x", code_sha256="0", policy_version="v0",
-                                generation=gen),
-            RegretEstimated(env_id=env_id, skill=skill, plain_rewards=[], hinted_rewards=[], win_rate_plain=0.5,
-                            win_rate_hinted=0.5, regret=0.0, designer_reward=round(rng.random(), 3)),
-        ):
+        env_id, skill = f"e{i}", _skill_at(cfg, i)
+        evs: list = [EnvironmentProposed(env_id=env_id, skill=skill, difficulty=0.5, code="x", code_sha256="0",
+                                         policy_version="v0", generation=gen)]
+        for r in range(cfg.loop.rounds):
+            final = r == cfg.loop.rounds - 1
+            evs.append(RegretEstimated(env_id=env_id, skill=skill, plain_rewards=[], hinted_rewards=[], win_rate_plain=0.5,
+                                       win_rate_hinted=0.5, regret=0.0, round=r, designer_final=final,
+                                       designer_reward=round(rng.random(), 3) if final else 0.0))
+        for ev in evs:
             recs.append(Record(0, len(recs), make_envelope(ev, run_id=RUN, producer="t"), b""))
     return recs
 
 
 @pytest.mark.parametrize("baseline", ["window", "batch"])
 def test_designer_signal_for_every_skill(baseline):
-    """Seven skills rotating one environment at a time, batches of 4 groups (the defaults): the
-    running window gives every designer sample but the first a baseline; per-batch centring
-    drops most (a skill seen once in a batch has no baseline)."""
-    cfg = TrainerConfig()
-    assert cfg.designer_baseline == "window" and cfg.batch_groups == 4
-    skills = ["arithmetic", "sequence", "number_search", "code_trace", "unit_convert", "tool_use", "sort_swaps"]
-    asm = BatchAssembler(designer_window=cfg.designer_window)
-    for r in _designer_run(56, skills):
+    """Under the default config (every skill of the default skill set, 16, rotating one
+    environment at a time; batches of 4 groups): the running window gives every designer sample
+    but the run's first a baseline, so every skill gets a policy-gradient signal; per-batch
+    centring drops all of them (a skill is at most once in a batch of 4)."""
+    cfg = load_config(environ={})
+    tc = cfg.trainer
+    assert tc.designer_baseline == "window" and tc.batch_groups == 4
+    skills = _skills_of(cfg)
+    assert skills == skill_names() and len(skills) == 16
+    n = 7 * len(skills)
+    asm = BatchAssembler(designer_window=tc.designer_window)
+    for r in _designer_run(n, cfg):
         asm.observe(r)
+    skill_of = {f"e{i}": _skill_at(cfg, i) for i in range(n)}
     used, candidates, nonzero = 0, 0, {s: 0 for s in skills}
     while asm.ready:
-        samples, stats = build_samples(asm.take(cfg.batch_groups), current_step=0, max_lag=4, lag_of=asm.lag,
+        samples, stats = build_samples(asm.take(tc.batch_groups), current_step=0, max_lag=4, lag_of=asm.lag,
                                        designer_baseline=baseline)
         used += stats.designer_samples
         candidates += stats.designer_candidates
         for s in samples:
             if s.advantage != 0:
-                nonzero[{f"e{i}": choose_skill(0, i, skills) for i in range(56)}[s.env_id]] += 1
-    assert candidates == 56
+                nonzero[skill_of[s.env_id]] += 1
+    assert candidates == n
     if baseline == "window":
-        assert used == 55 and all(n >= 7 for n in nonzero.values()), nonzero
+        assert used == n - 1 and all(k >= 6 for k in nonzero.values()), nonzero
     else:
-        assert used / candidates < 0.5, (used, candidates)
+        assert used == 0, (used, candidates)
+
+
+@pytest.mark.parametrize("baseline", ["window", "batch"])
+def test_designer_signal_for_every_skill_under_the_release_preset(baseline):
+    """The spade-release preset: 6 skills, 3 per block of 24 environments (8 each), 4 rounds per
+    environment (4 groups, one designer sample), batches of 24 groups: a batch holds 6 designer
+    samples, 2 of each active skill, so per-batch centring keeps them all too (the running window
+    all but the run's first)."""
+    cfg = load_config(preset="spade-release", environ={})
+    tc = cfg.trainer
+    assert tc.batch_groups == 24 and cfg.loop.block_envs == 24 and cfg.loop.skills_per_block == 3 and cfg.loop.rounds == 4
+    skills = _skills_of(cfg)
+    n = 2 * 24
+    asm = BatchAssembler(designer_window=tc.designer_window)
+    for r in _designer_run(n, cfg):
+        asm.observe(r)
+    skill_of = {f"e{i}": _skill_at(cfg, i) for i in range(n)}
+    used, candidates, nonzero = 0, 0, {s: 0 for s in skills}
+    while asm.ready:
+        samples, stats = build_samples(asm.take(tc.batch_groups), current_step=0, max_lag=4, lag_of=asm.lag,
+                                       designer_baseline=baseline)
+        used += stats.designer_samples
+        candidates += stats.designer_candidates
+        for s in samples:
+            if s.advantage != 0:
+                nonzero[skill_of[s.env_id]] += 1
+    assert candidates == n and used == (n - 1 if baseline == "window" else n)
+    assert all(k >= 7 for k in nonzero.values()), nonzero  # one block of 8 per skill
 
 
 # -- loss options -----------------------------------------------------------------------------------

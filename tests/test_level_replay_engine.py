@@ -102,3 +102,38 @@ def test_level_replay_run_verifies_and_resumes_to_the_same_choices(tmp_path):
         assert verify_replays(log) == [] and verify_regrets(log) == []
     finally:
         log.close()
+
+
+def test_level_replay_by_positive_value_loss_on_the_release_win_signal(tmp_path):
+    """`replay.score = "pvl"` with the release's win signal (`mean_reward`) and step-timeout scope:
+    every estimate records its signal, value and pvl and recomputes exactly, each replay's score is
+    the pvl its environment's latest estimate recorded before the choice, and `replay --verify`
+    rebuilds equal projections."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(CONFIG.replace("min_candidates = 2\n", "min_candidates = 2\nscore = \"pvl\"\n")
+                   + "[reward]\nwin_signal = \"mean_reward\"\nstep_timeout_scope = \"regret\"\n")
+    data = tmp_path / "data"
+    _start(data, cfg, "--max-envs", "5")
+    run_id = DataDir(data).latest_run()
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        started = next(r.envelope.event() for r in log.read() if r.envelope.type == "RunStarted")
+        assert started.config["reward"]["win_signal"] == "mean_reward" and started.config["replay"]["score"] == "pvl"
+        assert verify_regrets(log) == [] and verify_replays(log) == []
+        estimates: dict[str, list] = {}
+        for rec in log.read():
+            if rec.envelope.type == "RegretEstimated":
+                est = rec.envelope.event()
+                assert est.win_signal == "mean_reward" and est.pvl is not None and est.value is not None
+                estimates.setdefault(est.env_id, []).append((rec.offset, est))
+        choices = [r.envelope.event() for r in log.read() if r.envelope.type == "EnvironmentReplayed"]
+        assert choices, "no replay in the run"
+        for c in choices:
+            before = [e for off, e in estimates[c.env_id] if off < c.basis["0"]]
+            assert c.score_kind == "pvl" and c.score == before[-1].pvl
+            if len(before) > 1:  # a later round is compared with the previous smoothed win signal
+                assert before[-1].value == before[-2].win_rate_smoothed
+    finally:
+        log.close()
+    res = runner.invoke(app, ["replay", run_id, "--verify", "--data-dir", str(data)])
+    assert res.exit_code == 0 and "equal" in res.output, res.output

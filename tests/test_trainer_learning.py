@@ -92,7 +92,13 @@ def test_mean_reward_rises_from_chance_through_the_log_only(tmp_path, replay):
             estimates.setdefault(est.env_id, []).append((rec.offset, est))
     for c in choices:
         before = [e for off, e in estimates[c.env_id] if off < c.basis["0"]]
-        assert c.score == pvl(before[-1].plain_rewards) and c.round == before[-1].round + 1
+        latest = before[-1]
+        # pvl of the latest round's plays (0/1: solved share) against the value it had before them:
+        # the previous round's smoothed win rate, for a first round the skill's slow EMA
+        assert latest.value is not None
+        if len(before) > 1:
+            assert latest.value == before[-2].win_rate_smoothed
+        assert c.score == latest.pvl == pvl(latest.plain_rewards, latest.value) and c.round == latest.round + 1
         assert 0 < c.probability <= 1 and 1 <= c.rank <= c.candidates
 
 

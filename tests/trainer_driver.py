@@ -89,7 +89,7 @@ def play_curriculum_round(policy, log, run_id: str, cfg, *, n_slots: int = 4, k:
     Returns the replay choices of this round."""
     from spade_engine.engine.level_replay import choose_replay
     from spade_engine.engine.pipeline import env_id_for, output_event_id
-    from spade_engine.engine.rounds import estimate_round, round_play_specs
+    from spade_engine.engine.rounds import estimate_round, prior_of, round_play_specs
     from spade_engine.engine.state import RunState
     from spade_engine.events import EnvironmentValidated
 
@@ -124,5 +124,5 @@ def play_curriculum_round(policy, log, run_id: str, cfg, *, n_slots: int = 4, k:
             ))
         st = state.env(env_id)
         append(estimate_round(st.proposed, st.all_plays(), cfg, round_=round_, replay=choice is not None,
-                              prev=state.lp_heads.get("words")))
+                              prev=state.lp_heads.get("words"), prior=prior_of([e for _, e in st.estimates.values()], round_)))
     return choices

@@ -12,8 +12,16 @@ Level Replay", ICML 2021), with the level buffer's formulas as in jaxued's ``Lev
   plays hit a step timeout;
 * **score** ``S_i`` of a candidate, from its latest round (:func:`score`): ``regret`` (the
   hinted-minus-plain regret, PAIRED-style; SPADE's own signal) or ``pvl``, the positive value
-  loss ``mean_k max(r_k - V, 0)`` of the round's plain plays with the round's mean reward as the
-  value ``V`` (one terminal reward per play, so the GAE of a play is ``r_k - V``);
+  loss ``(1/K) * sum_k max(x_k - V, 0)`` of the round's K plain plays (PLR's
+  ``mean_t max(GAE_t, 0)``; one terminal reward per play, so a play's GAE with lambda = gamma = 1
+  is ``x_k - V``). ``x_k`` is the play's value in the win signal (``reward.win_signal``: 1 if
+  solved else 0, or its episode reward) and ``V`` the value the environment had *before* these
+  plays, recorded in the estimate (``RegretEstimated.value``): its previous estimate's smoothed win
+  signal, for a first round its skill's slow EMA of win signals (the learning-potential baseline),
+  and only for a skill's first environment the round's own mean. So ``pvl`` is a real prediction
+  error: how much better the agent did than expected, not the spread of 0/1 outcomes around their
+  own mean (which ``V = round mean`` would measure: ``p(1 - p)`` for a solved share ``p``).
+  Estimates recorded before ``value`` existed (v2) are scored against the round's mean;
 * **rank prioritisation** with temperature ``beta``: ``h_i = 1 / rank(S_i)`` (rank 1 = highest
   score; tied scores share the mean of their ranks, where jaxued's argsort breaks ties by buffer
   index), ``P_S(i) = h_i^(1/beta) / sum_j h_j^(1/beta)``;
@@ -61,11 +69,12 @@ __all__ = [
 ]
 
 
-def pvl(rewards: Sequence[float]) -> float:
-    """Positive value loss of one round's plays: ``mean_k max(r_k - mean(r), 0)``."""
+def pvl(rewards: Sequence[float], value: float | None = None) -> float:
+    """Positive value loss of one round's plays: ``mean_k max(r_k - V, 0)`` with ``V = value``,
+    or the round's own mean when no value is given."""
     if not rewards:
         return 0.0
-    v = mean(rewards)
+    v = mean(rewards) if value is None else float(value)
     return float(sum(max(float(r) - v, 0.0) for r in rewards) / len(rewards))
 
 
@@ -77,7 +86,7 @@ def score(st: EnvState, kind: str) -> float:
     if kind == "regret":
         return float(est.regret)
     if kind == "pvl":
-        return pvl(est.plain_rewards)
+        return float(est.pvl) if est.pvl is not None else pvl(est.plain_rewards)
     raise ValueError(f"unknown replay score {kind!r} (expected regret or pvl)")
 
 

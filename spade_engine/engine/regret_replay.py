@@ -1,10 +1,13 @@
 """Recomputing every RegretEstimated of a run from the plays it names, to audit a log.
 
 The regret stage is a pure function of recorded RolloutCompleted events, the garbage probe recorded
-in HintWritten, the config recorded in RunStarted and, for the learning-potential baseline, the estimate its ``baseline_prev`` names
+in HintWritten, the config recorded in RunStarted (with the variant and win signal each estimate
+records), for the learning-potential baseline the estimate its ``baseline_prev`` names, and for
+the value of ``pvl`` the environment's previous estimate
 (:func:`spade_engine.engine.rounds.estimate_round`), so replaying the log must give exactly the
 recorded numbers; :func:`verify_regrets` lists every environment where it does not. Estimates
-upcast from v1 (no recorded baseline) are checked on everything but the baseline.
+upcast from v1 (no recorded baseline) are checked on everything but the baseline, those upcast
+from v2 (no recorded value) on everything but the value and ``pvl``.
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ from ..config import EngineConfig, RewardConfig
 from ..events.catalogue import EnvironmentProposed, GarbageProbe, HintWritten, RegretEstimated, RolloutCompleted, RunStarted
 from ..events.errors import EventError
 from ..events.log import EventLog
-from .rounds import estimate_round
+from .rounds import estimate_round, prior_of
 
 __all__ = ["RegretMismatch", "recompute_regrets", "verify_regrets"]
 
 _FIELDS = ("plain_rewards", "hinted_rewards", "win_rate_plain", "win_rate_hinted", "regret", "designer_reward",
            "reward_variant", "step_timeouts", "rollout_ids", "round", "win_rate_smoothed", "designer_final", "replay",
-           "trivial", "garbage_reward")
+           "trivial", "garbage_reward", "win_signal")
 _BASELINE_FIELDS = ("baseline", "baseline_prev")
+_VALUE_FIELDS = ("value", "pvl")
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,8 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
     """``(recorded, recomputed)`` for every RegretEstimated in the log.
 
     The config is the one recorded by the run's first RunStarted (its reward section replaced
-    by ``reward`` when given); each estimate is recomputed with the variant it records.
+    by ``reward`` when given); each estimate is recomputed with the variant and win signal it
+    records.
     """
     cfg: EngineConfig | None = None
     proposals: dict[str, EnvironmentProposed] = {}
@@ -66,15 +71,19 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
     if reward is not None:
         cfg = cfg.model_copy(update={"reward": reward})
     by_id = dict(regrets)
+    by_env: dict[str, list[RegretEstimated]] = {}
+    for _, r in regrets:
+        by_env.setdefault(r.env_id, []).append(r)
     out = []
     for _, r in regrets:
         used = [plays[i] for i in r.rollout_ids if i in plays]
         prev = None
         if r.baseline_prev is not None and r.baseline_prev in by_id and by_id[r.baseline_prev].baseline is not None:
             prev = (r.baseline_prev, float(by_id[r.baseline_prev].baseline))  # type: ignore[arg-type]
-        c = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"variant": r.reward_variant})})
+        c = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"variant": r.reward_variant,
+                                                                            "win_signal": r.win_signal})})
         out.append((r, estimate_round(proposals[r.env_id], used, c, round_=r.round, replay=r.replay, prev=prev,
-                                    probe=probes.get(r.env_id))))
+                                    probe=probes.get(r.env_id), prior=prior_of(by_env[r.env_id], r.round))))
     return out
 
 
@@ -82,7 +91,8 @@ def verify_regrets(log: EventLog, reward: RewardConfig | None = None) -> list[Re
     """Every field where a recomputed regret differs from the recorded one (empty = exact)."""
     bad = []
     for recorded, again in recompute_regrets(log, reward):
-        fields = _FIELDS + (_BASELINE_FIELDS if recorded.baseline is not None else ())
+        fields = _FIELDS + (_BASELINE_FIELDS if recorded.baseline is not None else ()) + (
+            _VALUE_FIELDS if recorded.pvl is not None else ())
         for f in fields:
             a, b = getattr(recorded, f), getattr(again, f)
             if a != b:

@@ -14,9 +14,16 @@ it names and the skill's learning-potential chain):
 * regret is measured with matched timing, in the latest round that has hinted plays: ``max(0,
   mean(hinted) - mean(plain))`` of that round (the release's matched-timing regret of the blend
   variant, R_hint - R_no_hint both at the regeneration step);
-* the smoothed win rate pools the plain plays of the last ``loop.rounds`` rounds (the release's
-  window win rate over the delay window), so 4 rounds of 8 plays give 33 levels instead of 9;
-  the band and the plateau use it;
+* the smoothed win signal pools the plain plays of the last ``loop.rounds`` rounds (the release's
+  window win rate over the delay window), so 4 rounds of 8 plays give 33 levels instead of 9:
+  the mean of :func:`~spade_engine.engine.regret.play_value` over them under ``reward.win_signal``
+  (``solved_share``: the share solved; ``mean_reward``: the mean episode reward, -1 for a play
+  whose environment failed in a step, as in the release); the band and the plateau use it;
+* the value ``V`` of the round is what the environment was expected to score before its plays:
+  its previous estimate's smoothed win signal (``prior``), for a first round the skill's slow EMA
+  (``prev``), and for a skill's first environment the round's own mean; ``pvl`` is the positive
+  value loss ``(1/K) * sum_k max(x_k - V, 0)`` of the round's plain plays' values ``x_k`` (the
+  level-replay score ``replay.score = "pvl"``);
 * the designer reward (:func:`~spade_engine.engine.regret.designer_reward`) is the one the
   trainer uses only for the last designed round (``designer_final``): the release computes the
   delayed proposer reward once all plays of the delay window are in;
@@ -32,11 +39,11 @@ from collections.abc import Sequence
 from ..config import EngineConfig
 from ..events.catalogue import EnvironmentProposed, GarbageProbe, RegretEstimated, RolloutCompleted
 from .garbage import probe_reward, probe_won
-from .regret import designer_reward, ema_update, regret, win_rate
+from .regret import designer_reward, ema_update, mean, play_value, regret, win_rate
 from .rollouts import PlaySpec
 from .seeds import derive_seed, env_key
 
-__all__ = ["round_play_specs", "hinted_count", "estimate_round", "Plays", "group_by_round"]
+__all__ = ["round_play_specs", "hinted_count", "estimate_round", "Plays", "group_by_round", "signal_value", "prior_of"]
 
 #: ``(event_id, play)`` pairs
 Plays = Sequence[tuple[str, RolloutCompleted]]
@@ -75,6 +82,21 @@ def group_by_round(plays: Plays) -> dict[int, list[tuple[str, RolloutCompleted]]
     return {r: sorted(v, key=lambda x: (x[1].hinted, x[1].index)) for r, v in sorted(out.items())}
 
 
+def signal_value(p: RolloutCompleted, signal: str) -> float:
+    """A play's value in the win signal ``signal`` (:func:`~spade_engine.engine.regret.play_value`)."""
+    return play_value(p.episode_reward, signal=signal, end_reason=p.end_reason, turns=len(p.turns))
+
+
+def prior_of(estimates: Sequence[RegretEstimated], round_: int) -> float | None:
+    """The smoothed win signal of the latest of ``estimates`` (one environment's) before round
+    ``round_`` (``None`` when there is none): the value its round ``round_`` is compared with."""
+    before = [e for e in estimates if e.round < round_]
+    if not before:
+        return None
+    last = max(before, key=lambda e: e.round)
+    return float(last.win_rate_plain if last.win_rate_smoothed is None else last.win_rate_smoothed)
+
+
 def estimate_round(
     proposed: EnvironmentProposed,
     plays: Plays,
@@ -84,13 +106,15 @@ def estimate_round(
     replay: bool,
     prev: tuple[str, float] | None,
     probe: GarbageProbe | None = None,
+    prior: float | None = None,
 ) -> RegretEstimated:
     """The estimate of round ``round_`` of ``proposed`` from ``plays`` (its plays of any round;
     those outside the regret round and the smoothing window are ignored) and ``prev``, the
     ``(event id, baseline)`` of the skill's last designer-final estimate (``None`` for the
     skill's first). ``probe`` is the recorded garbage probe (``HintWritten.garbage_probe``): when
-    it won, the environment is ``trivial`` and its designer reward is 0. Pure: the order of
-    ``plays`` does not matter."""
+    it won, the environment is ``trivial`` and its designer reward is 0. ``prior`` is the
+    environment's previous estimate's smoothed win signal (:func:`prior_of`; ``None`` for its
+    first round), the value ``V`` of ``pvl``. Pure: the order of ``plays`` does not matter."""
     by_round = group_by_round(plays)
     this = by_round.get(round_, [])
     hinted_rounds = [r for r, ps in by_round.items() if r <= round_ and any(p.hinted for _, p in ps)]
@@ -98,17 +122,21 @@ def estimate_round(
     at_q = by_round.get(q, [])
     q_plain = [p.episode_reward for _, p in at_q if not p.hinted]
     q_hinted = [p.episode_reward for _, p in at_q if p.hinted]
+    signal = cfg.reward.win_signal
     window = [r for r in by_round if round_ - cfg.loop.rounds < r <= round_]
-    pooled = [p.episode_reward for r in window for _, p in by_round[r] if not p.hinted]
+    pooled = [signal_value(p, signal) for r in window for _, p in by_round[r] if not p.hinted]
     used: list[tuple[str, RolloutCompleted]] = []  # ordered by (round, hinted, index)
     for r in sorted(set(window) | {q}):
         used += [(eid, p) for eid, p in by_round.get(r, []) if r == q or not p.hinted]
     plain_now = [p.episode_reward for _, p in this if not p.hinted]
     r_value = regret(q_plain, q_hinted)
-    smoothed = win_rate(pooled)
+    smoothed = mean(pooled)
     timeouts = sum(1 for _, p in used if p.step_timeout)
     final = (not replay) and round_ == cfg.loop.rounds - 1
     baseline = ema_update(prev[1] if prev else None, smoothed, cfg.reward.lp_gamma_slow)
+    values_now = [signal_value(p, signal) for _, p in this if not p.hinted]
+    value = prior if prior is not None else (prev[1] if prev else (mean(values_now) if values_now else None))
+    pvl = (sum(max(x - value, 0.0) for x in values_now) / len(values_now)) if values_now and value is not None else 0.0
     versions = sorted({p.policy_version for _, p in this})
     return RegretEstimated(
         env_id=proposed.env_id,
@@ -131,6 +159,9 @@ def estimate_round(
         replay=replay,
         baseline=baseline,
         baseline_prev=prev[0] if prev else None,
+        win_signal=signal,
+        value=value,
+        pvl=float(pvl),
         trivial=probe_won(probe),
         garbage_reward=probe_reward(probe) if probe is not None else None,
     )

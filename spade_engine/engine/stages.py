@@ -163,6 +163,11 @@ class StageContext:
     def skills(self) -> list[str]:
         return list(self.cfg.loop.skills) or skill_names(self.cfg.loop.skill_set)
 
+    def skill_of(self, index: int) -> str:
+        """The skill of new environment ``index`` (:func:`choose_skill` with the loop's rotation)."""
+        return choose_skill(self.seed, index, self.skills(), per_block=self.cfg.loop.skills_per_block,
+                            block_envs=self.cfg.loop.block_envs)
+
     def activity(self, text: str) -> None:
         if self.on_activity is not None:
             self.on_activity(text)
@@ -228,13 +233,28 @@ def _role_defaults(req: PolicyRequest, cfg: EngineConfig) -> PolicyRequest:
     return dataclasses.replace(req, **fill) if fill else req
 
 
-def choose_skill(seed: int, index: int, skills: Sequence[str]) -> str:
-    """Skill of environment ``index``: each block of ``len(skills)`` environments covers every
-    skill once, in a seeded order."""
-    block, pos = divmod(index, len(skills))
-    order = list(skills)
-    random.Random(derive_seed(seed, "skills", block)).shuffle(order)
-    return order[pos]
+def choose_skill(seed: int, index: int, skills: Sequence[str], *, per_block: int = 0, block_envs: int = 0) -> str:
+    """Skill of environment ``index``.
+
+    ``per_block = 0`` (``loop.skills_per_block``, the default): each block of ``len(skills)``
+    environments covers every skill once, in a seeded order.
+
+    ``per_block = k > 0``: the release's skill rotation (``select_active_skills`` in
+    ``spade/slime/spade_rollout.py`` with ``--spade-skills-per-regen k``, and the games of one
+    regeneration assigned ``active[i % k]`` by ``generate_games_async``): block ``b`` holds
+    ``block_envs`` environments (``loop.block_envs``; 0 = ``k``), its active skills are ``skills[(b
+    * k + j) % n]`` for ``j < k`` (a window advancing by ``k`` each block; ``k >= n`` = every skill),
+    and environment ``pos`` of the block gets ``active[pos % k]``. No seed is involved."""
+    n = len(skills)
+    if per_block <= 0:
+        block, pos = divmod(index, n)
+        order = list(skills)
+        random.Random(derive_seed(seed, "skills", block)).shuffle(order)
+        return order[pos]
+    k = min(per_block, n)
+    block, pos = divmod(index, block_envs or k)
+    start = (block * k) % n if k < n else 0
+    return skills[(start + pos % k) % n]
 
 
 def _domain(skill: str) -> str | None:
@@ -397,12 +417,11 @@ def design_job(
     negatives of the skill, and as neighbours to avoid, the archive's nearest environments to the
     skill's most recent accepted one (``recent_env(skill)``; its recorded embedding is reused, so
     no model call is needed)."""
-    skills = ctx.skills()
-    skill = choose_skill(ctx.seed, index, skills)
+    skill = ctx.skill_of(index)
     nominal = random.Random(derive_seed(ctx.seed, env_key(env_id), "difficulty")).choice(NOMINAL_DIFFICULTIES)
     domain = _domain(skill)
     # documents of a domain are used in turn: count earlier slots that drew from the same domain
-    earlier = sum(1 for j in range(index) if _domain(choose_skill(ctx.seed, j, skills)) == domain)
+    earlier = sum(1 for j in range(index) if _domain(ctx.skill_of(j)) == domain)
     doc = ctx.corpus.nth(ctx.seed, earlier, domain=domain)
     examples = MemoryExamples()
     if ctx.memory is not None:

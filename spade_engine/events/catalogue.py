@@ -292,11 +292,11 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
 
     ``plain_rewards``/``hinted_rewards`` and the win rates are this round's plays. ``regret`` =
     max(0, mean(hinted) - mean(plain)) of the latest round with hinted plays (matched timing: both
-    measured in that round); ``win_rate_smoothed`` pools the plain plays of the last
-    ``loop.rounds`` rounds, and the band and plateau use it. ``designer_reward`` is the value of
+    measured in that round); ``win_rate_smoothed`` is the win signal (``win_signal``) of the plain
+    plays of the last ``loop.rounds`` rounds pooled, and the band and plateau use it. ``designer_reward`` is the value of
     ``reward_variant`` (``blend`` by default) before the trainer's baseline; the trainer uses it
     only where ``designer_final`` (the environment's last designed round; replays never).
-    ``baseline`` is the skill's slow EMA of smoothed win rates after this estimate
+    ``baseline`` is the skill's slow EMA of smoothed win signals after this estimate
     (``learning_potential``'s baseline) and ``baseline_prev`` the event id of the estimate it
     continued (``None`` for a skill's first), so replay recomputes it exactly. ``rollout_ids``
     are the event ids of every play it was computed from.
@@ -308,10 +308,20 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     v2 adds ``round``, ``win_rate_smoothed``, ``designer_final``, ``replay``, ``baseline``,
     ``baseline_prev``, ``trivial`` and ``garbage_reward``; v1 events are upcast as the only (final)
     round of their environment, not trivial.
+
+    v3 adds ``win_signal`` (``reward.win_signal``: what ``win_rate_smoothed``, the band, the
+    plateau and ``baseline`` measure: ``solved_share``, the share of solved plain plays, or
+    ``mean_reward``, their mean episode reward with a play whose environment failed in a step
+    counted -1), ``value`` (the value ``V`` the round's plain plays are compared with: the
+    environment's previous smoothed win signal, for a first round its skill's slow EMA before it,
+    for a skill's first environment the round's mean) and ``pvl`` (the positive value loss
+    ``mean_k max(x_k - V, 0)`` of the round's plain play values, the level-replay ``pvl`` score);
+    v2 events are upcast with ``solved_share`` (the only signal then) and no ``value``/``pvl``
+    (level replay then scores ``pvl`` against the round's own mean, as v2 engines did).
     """
 
     TYPE: ClassVar[str] = "RegretEstimated"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     skill: str
@@ -333,6 +343,9 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     replay: bool = False
     baseline: float | None = None
     baseline_prev: str | None = None
+    win_signal: str = "solved_share"
+    value: float | None = None
+    pvl: float | None = None
 
 
 class EnvironmentReplayed(EventPayload, frozen=True, kw_only=True):
@@ -556,6 +569,15 @@ def _regret_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     payload.setdefault("replay", False)
     payload.setdefault("trivial", False)  # v1 ran no garbage probe
     payload.setdefault("garbage_reward", None)
+    return payload
+
+
+@register_upcaster("RegretEstimated", 2)
+def _regret_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
+    """v2 estimates measured the share of solved plays and recorded no value or pvl."""
+    payload.setdefault("win_signal", "solved_share")
+    payload.setdefault("value", None)
+    payload.setdefault("pvl", None)
     return payload
 
 
