@@ -2,7 +2,7 @@
 environments (training seeds only, the embedded scorer, single- and multi-turn), played through
 the real sandbox, validator, plays, regret and projections, so a baseline run's log is like any
 other (full event chain, `replay --verify` equal); `archive:RUN` replays a run's accepted
-environments; textarena is refused with the reason."""
+environments; textarena games are tested in tests/test_textarena_source.py."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def test_env_source_parsing():
     assert parse_env_source("").kind == parse_env_source("designer").kind == "designer"
     for bad, why in [("rg:gcdd", "did you mean gcd"), ("rg:gcd?size=0", "between 1"), ("rg:gcd?sise=3", "unknown env source parameter"),
                      ("rg:gcd?turns=x", "not an integer"), ("archive:", "needs a run"), ("wat:x", "unknown environment source"),
-                     ("textarena:GuessTheNumber-v0", "not offered"), ("rg:gcd,gcd", "twice")]:
+                     ("textarena:Wordle-v0", "not offered"), ("textarena:", "needs games"),
+                     ("textarena:Mastermind-v0?size=0", "between 1"), ("rg:gcd,gcd", "twice")]:
         with pytest.raises(EnvSourceError, match=why):
             parse_env_source(bad)
 

@@ -9,6 +9,7 @@ log of a baseline run has the same events as any other and every tool reads it:
 * :mod:`.spec`     parsing the source text
 * :mod:`.scorer`   the answer scorer embedded in wrapped reasoning-gym items (standard library)
 * :mod:`.rgpool`   reasoning-gym items (training seeds) wrapped as single- or multi-turn environments
+* :mod:`.textarena_pool`  textarena single-player game instances wrapped as multi-turn environments
 * :mod:`.archive`  a recorded run's accepted environments (also what ``retrain`` replays)
 * :mod:`.sources`  the proposers the engine calls
 
@@ -31,6 +32,7 @@ __all__ = [
     "open_env_source",
     "fixed_source_overrides",
     "source_run_policy",
+    "source_preload",
 ]
 
 
@@ -75,6 +77,15 @@ def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
         exclude = (tuple(cfg.eval.suites), cfg.eval.size, cfg.eval.seed) if cfg.eval.every > 0 else None
         pool = build_pool(spec.tasks, size=spec.size, turns=spec.turns, seed=cfg.seed, exclude_eval=exclude)
         return PoolSource(pool=pool, text=cfg.loop.env_source)
+    if spec.kind == "textarena":
+        from .sources import TextArenaSource
+        from .textarena_pool import TextArenaError, build_pool as build_textarena_pool
+
+        try:
+            pool = build_textarena_pool(spec.tasks, size=spec.size, seed=cfg.seed)
+        except TextArenaError as exc:
+            raise EnvSourceError(str(exc)) from None
+        return TextArenaSource(pool=pool, text=cfg.loop.env_source)
     if spec.kind == "archive":
         from ..events.store import open_event_log, resolve_run
         from .archive import recorded_curriculum
@@ -91,3 +102,18 @@ def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
             raise EnvSourceError(f"run {run_id} has no accepted environments to replay")
         return ArchiveSource(run_id=run_id, curriculum=curriculum)
     raise EnvSourceError("loop.env_source is the designer: there is no source to open")
+
+
+def source_preload(env_source: str | None) -> list[str]:
+    """Modules the sandbox workers of a run with this source import before isolation (textarena
+    for ``textarena:...``; none otherwise). Derived from the source's kind, never from a recorded
+    module list, so an imported log cannot choose what runs before isolation."""
+    try:
+        spec = parse_env_source(env_source)
+    except EnvSourceError:
+        return []
+    if spec.kind == "textarena":
+        from .textarena_pool import sandbox_preload
+
+        return sandbox_preload()
+    return []

@@ -8,6 +8,8 @@ Each source is the engine's ``proposer`` (:attr:`spade_engine.engine.loop.Engine
 * :class:`PoolSource`: a fixed pool of wrapped reasoning-gym items (:mod:`.rgpool`);
   ``skill`` is the task, ``document`` names the item (``task/seed``, the id format evaluation
   items use) and its generator, ``designer`` is ``reasoning-gym:<task>``;
+* :class:`TextArenaSource`: textarena game instances (:mod:`.textarena_pool`); ``skill`` is the
+  game, ``document`` names the instance (``game/seed``), ``designer`` is ``textarena:<game>``;
 * :class:`ArchiveSource`: a recorded run's accepted environments (:mod:`.archive`): code,
   skill, difficulty and document as recorded, ``designer`` ``archive:<run>/<env id>``.
 
@@ -25,7 +27,7 @@ from ..engine.pipeline import env_id_for
 from ..events.catalogue import EnvironmentProposed
 from .rgpool import Pool
 
-__all__ = ["PoolSource", "ArchiveSource"]
+__all__ = ["PoolSource", "TextArenaSource", "ArchiveSource"]
 
 
 def _sha(text: str) -> str:
@@ -53,6 +55,36 @@ class PoolSource:
             prompt=(f"fixed pool {self.text}: item {item.item_id} (index {item.index} of the task), "
                     f"pass {index // len(items) + 1} over {len(items)} items"),
             designer=f"reasoning-gym:{item.task}",
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": self.text, **self.pool.describe()}
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class TextArenaSource:
+    """Proposals from a :class:`~.textarena_pool.TextArenaPool` (see the module docstring)."""
+
+    pool: Any
+    text: str
+
+    def propose(self, engine: Any, index: int) -> EnvironmentProposed:
+        items = self.pool.items
+        item = items[index % len(items)]
+        return EnvironmentProposed(
+            env_id=env_id_for(engine.run_id, index),
+            skill=item.game,
+            difficulty=0.5,
+            code=item.code,
+            code_sha256=_sha(item.code),
+            policy_version=engine.ctx.policy.version,
+            document=item.document(self.pool.generator),
+            prompt=(f"fixed pool {self.text}: instance {item.item_id} (index {item.index} of the game), "
+                    f"pass {index // len(items) + 1} over {len(items)} instances"),
+            designer=f"textarena:{item.game}",
         )
 
     def describe(self) -> dict[str, Any]:

@@ -6,7 +6,8 @@
 (alias ``rg:``)                                each wrapped as an environment with T attempts
                                                (default 1: single-turn)
 ``archive:RUN``                                a recorded run's accepted environments, in order
-``textarena:...``                              refused: see :data:`TEXTARENA_REFUSAL`
+``textarena:GAME,...[?size=N]``                textarena single-player games (GuessTheNumber,
+                                               TowerOfHanoi, Mastermind): N instances each
 =============================================  ==============================================
 
 Parsing only checks the text (task names against reasoning-gym's registry); nothing is
@@ -21,19 +22,10 @@ from urllib.parse import parse_qsl
 from ..errors import SpadeError
 from ..evaluation.seeds import MAX_ITEMS
 
-__all__ = ["EnvSourceError", "EnvSourceSpec", "parse_env_source", "DEFAULT_POOL_SIZE", "TEXTARENA_REFUSAL"]
+__all__ = ["EnvSourceError", "EnvSourceSpec", "parse_env_source", "DEFAULT_POOL_SIZE"]
 
 #: items per task of a reasoning-gym pool without ``?size=``
 DEFAULT_POOL_SIZE = 50
-
-TEXTARENA_REFUSAL = (
-    "textarena environments are not offered as an environment source: a SPADE environment is source code "
-    "the sandbox runs with the standard library only, and textarena (0.7.4) would have to be imported inside "
-    "the sandbox with its dependencies (nltk, openai, chess, websockets; installing it also upgrades idna); "
-    "its single-player games do run offline outside the sandbox, but not through the engine's validation "
-    "and play path"
-)
-
 
 class EnvSourceError(SpadeError):
     """The environment source text names nothing usable."""
@@ -43,8 +35,8 @@ class EnvSourceError(SpadeError):
 class EnvSourceSpec:
     """A parsed environment source."""
 
-    kind: str  # "designer", "reasoning-gym" or "archive"
-    tasks: tuple[str, ...] = ()
+    kind: str  # "designer", "reasoning-gym", "textarena" or "archive"
+    tasks: tuple[str, ...] = ()  # reasoning-gym tasks, or textarena games
     size: int = DEFAULT_POOL_SIZE
     turns: int = 1
     run: str | None = None
@@ -97,7 +89,29 @@ def parse_env_source(text: str | None) -> EnvSourceSpec:
             raise EnvSourceError("archive source needs a run: archive:RUN")
         return EnvSourceSpec(kind="archive", run=run)
     if head == "textarena":
-        raise EnvSourceError(TEXTARENA_REFUSAL)
+        from .textarena_pool import TextArenaError, check_game, textarena_version
+
+        games_text, _, query = rest.partition("?")
+        games = tuple(dict.fromkeys(g.strip() for g in games_text.split(",") if g.strip()))
+        if not games:
+            raise EnvSourceError("textarena source needs games: textarena:GAME,...[?size=N] (e.g. textarena:GuessTheNumber-v0)")
+        try:
+            for game in games:
+                check_game(game)
+        except TextArenaError as exc:
+            raise EnvSourceError(str(exc)) from None
+        size = DEFAULT_POOL_SIZE
+        for key, value in parse_qsl(query, keep_blank_values=True):
+            if key == "size":
+                size = _int_param("size", value, 1, MAX_ITEMS)
+            else:
+                raise EnvSourceError(f"unknown env source parameter {key!r} (expected size=N)")
+        if query and not parse_qsl(query, keep_blank_values=True):
+            raise EnvSourceError(f"env source parameters {query!r} are not KEY=VALUE pairs (size=N)")
+        if textarena_version() is None:
+            raise EnvSourceError("textarena is not installed (pip install 'spade-engine[textarena]')")
+        return EnvSourceSpec(kind="textarena", tasks=games, size=size)
     raise EnvSourceError(
-        f"unknown environment source {raw!r} (expected designer, reasoning-gym:TASK,...[?size=N&turns=T] or archive:RUN)"
+        f"unknown environment source {raw!r} (expected designer, reasoning-gym:TASK,...[?size=N&turns=T], "
+        "textarena:GAME,...[?size=N] or archive:RUN)"
     )

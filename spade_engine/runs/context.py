@@ -123,7 +123,13 @@ def build_context(
         if "sandbox" in needs:
             from ..sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
 
-            pool = SandboxPool(cfg.sandbox)
+            from ..envsources import source_preload
+
+            sandbox_cfg = cfg.sandbox
+            extra = [m for m in source_preload(cfg.loop.env_source) if m not in sandbox_cfg.preload_modules]
+            if extra:  # e.g. textarena, which imports modules the sandbox forbids after isolation
+                sandbox_cfg = sandbox_cfg.model_copy(update={"preload_modules": [*sandbox_cfg.preload_modules, *extra]})
+            pool = SandboxPool(sandbox_cfg)
             built.closers.append(pool.close)
             kw.update(pool=pool, sandbox_layers=dict(pool.layers), step_errors=((StepTimeout,), (SandboxCrash, SandboxError)))
             if "validator" in needs:
