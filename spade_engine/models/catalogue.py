@@ -55,6 +55,8 @@ class CatalogueEntry:
     quantisation: str = ""
     context: int | None = None
     licence: str = ""
+    #: the preset a new run with this model uses when none is asked for (``None``: the defaults)
+    preset: str | None = None
 
     @property
     def download_size(self) -> int | None:
@@ -72,6 +74,7 @@ class CatalogueEntry:
             "quantisation": self.quantisation,
             "context": self.context,
             "licence": self.licence,
+            "preset": self.preset,
             "gguf_size": self.gguf_size,
             "gguf_sha256": self.gguf_sha256,
             "download_size": self.download_size,
@@ -162,6 +165,7 @@ def _entry(raw: Any, index: int, source: str) -> CatalogueEntry:
         quantisation=_field(raw, "quantisation", str, where, required=False) or "",
         context=_field(raw, "context", int, where, required=False),
         licence=_field(raw, "licence", str, where, required=False) or "",
+        preset=_field(raw, "preset", str, where, required=False) or None,
     )
 
 

@@ -6,7 +6,9 @@ config file (defaults < preset < file < environment < flags).
 * ``spade-release``: the numbers of the public SPADE release (``spade-rl/spade``: the games
   training script ``cmd/games/train_spade_30b.sh`` and the defaults in
   ``spade/slime/arguments.py``): plays, rounds, temperatures, token limits, the blend reward and
-  the loss and optimizer settings. Each value's origin is commented in the file.
+  the loss and optimizer settings. Each value's origin is commented in the file;
+* ``small-model``: what a 0.5B-1.5B model can do on a CPU (the puzzle designer format, token
+  limits a CPU finishes in minutes); the model catalogue names it for its small models.
 
 ``spade-engine start --preset NAME`` applies one to a new run; ``spade-engine config show
 --preset NAME`` prints the resolved config with where each value came from.
