@@ -27,7 +27,7 @@ from .metrics.cli import app as metrics_app
 from .models.cli import app as models_app
 from .runs import cli as run_cli
 from .runs.worker_cli import worker as worker_command
-from .trainer.cli import train_command
+from .runs.train_cli import train_command
 
 app = typer.Typer(
     name="spade-engine",

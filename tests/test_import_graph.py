@@ -127,7 +127,7 @@ def test_the_graph_is_built_from_real_imports() -> None:
     # a few edges that must be seen, so an empty or broken graph cannot pass the checks below
     assert "spade_engine.engine.pipeline" in graph["spade_engine.engine.loop"]
     assert "spade_engine.policy.registry" in graph["spade_engine.runs.context"]
-    assert "spade_engine.trainer.loop" in graph["spade_engine.runs.engine"]  # a lazy import counts
+    assert "spade_engine.trainer.loop" in graph["spade_engine.runs.training"]  # a lazy import counts
     assert "spade_engine.sandbox.session" not in graph["spade_engine.sandbox.gym_env"]  # TYPE_CHECKING-only
 
 

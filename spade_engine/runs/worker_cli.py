@@ -228,22 +228,22 @@ def _consumers(log, cfg, root, b, boot, archive_url, until_idle, say) -> None:
 
 def _trainer(log, cfg, root, stop, until_idle, say) -> None:
     from ..blobs import BlobStore
-    from ..trainer.loop import Trainer
-
-    trainer = Trainer(
-        log, blobs=BlobStore(DataDir(root).blobs_dir), config=cfg.trainer, base_model=cfg.policy.model or "tiny",
-        temperature=cfg.policy.generation.trained_temperatures(), producer="trainer", data_dir=root,
-        on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
-    )
     from ..evaluation.periodic import standalone_evaluator
+    from .training import build_trainer
 
-    trainer.evaluator = standalone_evaluator(
-        cfg, log, trainer.blobs, base_model=trainer.base_model, data_dir=root,
+    blobs = BlobStore(DataDir(root).blobs_dir)
+    base = cfg.policy.model or "tiny"
+    evaluator = standalone_evaluator(
+        cfg, log, blobs, base_model=base, data_dir=root,
         on_result=lambda version, events: say(f"evaluated {version}: " + ", ".join(f"{e.task} {e.accuracy:.3f}" for e in events)),
     )
     try:
+        trainer = build_trainer(
+            cfg, log, blobs, base_model=base, data_dir=root, evaluator=evaluator,
+            on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
+        )
         published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)
     finally:
-        if trainer.evaluator is not None:
-            trainer.evaluator.close()
+        if evaluator is not None:
+            evaluator.close()
     say(f"stopped after {len(published)} updates")
