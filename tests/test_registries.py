@@ -147,6 +147,22 @@ def test_recorded_config_reader(tmp_path: Path) -> None:
         bad.close()
 
 
+def test_regret_replay_reads_the_recorded_config_through_the_one_reader(tmp_path: Path) -> None:
+    from spade_engine.engine.regret_replay import recompute_regrets, verify_regrets
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-r")
+    try:
+        assert recompute_regrets(log) == []  # no RunStarted yet: the defaults, nothing to recompute
+        broken = RunStarted(config={"loop": {"plays_per_env": -3}}, engine_version="t", seed=0, backend="sqlite", policy={})
+        log.append([make_envelope(broken, run_id="run-r", producer="t")])
+        with pytest.raises(ConfigError, match="recorded config is not readable"):
+            recompute_regrets(log)  # never audited against the defaults instead
+        with pytest.raises(ConfigError, match="recorded config is not readable"):
+            verify_regrets(log)
+    finally:
+        log.close()
+
+
 # -- the stage table ---------------------------------------------------------------------------
 
 
