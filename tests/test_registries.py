@@ -124,6 +124,30 @@ def test_log_backends_registry_and_reopen(tmp_path: Path) -> None:
         load_config(overrides={"log.backend": "nope"})
 
 
+def test_log_backend_entries_say_what_callers_used_to_ask_by_name(tmp_path: Path, monkeypatch) -> None:
+    import dataclasses
+
+    from spade_engine.events.backends import BACKENDS, driver_backends, log_backend
+    from spade_engine.events.store import resolve_run
+
+    # which driver feeds a backend's projections
+    assert (log_backend("sqlite").consumer_driver, log_backend("kafka").consumer_driver) == ("embedded", "faust")
+    assert driver_backends("faust") == ["kafka"] and driver_backends("embedded") == ["sqlite", "kafka"]
+    # scan_counts is part of the protocol: the SQLite log decoded every event before storing it
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-s")
+    try:
+        env = make_envelope(EnvironmentProposed(env_id="e", skill="s", difficulty=0.5, code="c", code_sha256="0",
+                                                policy_version="v0"), run_id="run-s", producer="t")
+        log.append([env])
+        assert log.scan_counts() == ({"EnvironmentProposed": 1}, None)
+    finally:
+        log.close()
+    # a backend's own resolve hook is what resolve_run uses
+    fake = dataclasses.replace(log_backend("sqlite"), name="fake", resolve=lambda run_id, **_: f"found-{run_id}")
+    monkeypatch.setitem(BACKENDS, "fake", fake)
+    assert resolve_run("abc", data_dir=tmp_path, backend="fake") == "found-abc"
+
+
 def test_recorded_config_reader(tmp_path: Path) -> None:
     log = SqliteEventLog(tmp_path / "events.sqlite", "run-y")
     try:

@@ -27,6 +27,7 @@ from ..config import EngineConfig, load_config
 from ..engine.worker import ROLES
 from ..errors import SpadeError
 from ..events.errors import RunNotFound
+from ..events.backends import log_backend
 from ..events.store import DataDir, open_event_log, resolve_data_dir, resolve_run
 from ..recorded import recorded_config, with_local_sandbox
 
@@ -209,7 +210,7 @@ def _consumers(log, cfg, root, b, boot, archive_url, until_idle, say) -> None:
     projs = open_live_projections(DataDir(root).run_dir(run_id), cfg, archive_url=archive_url)
     stats = RunStatsProjection(run_id, snapshot_path(root, run_id))
     try:
-        if b == "kafka":
+        if log_backend(b).consumer_driver == "faust":
             from ..consumers.faust_app import FaustRunner
 
             log.close()
