@@ -47,6 +47,7 @@ from ..events.catalogue import (
     ValidationCheck,
 )
 from ..policy.protocol import Policy, PolicyRequest, Sample
+from ..policy.registry import lookup as lookup_policy_backend
 from ..sandbox.probes import garbage_actions
 from ..sandbox.scaffold import code_format, game_line_numbers
 from ..sandbox.scaffold import inline as inline_scaffold
@@ -348,10 +349,13 @@ def prompt_builder(cfg: EngineConfig) -> Callable[..., list[dict[str, str]]]:
 
 
 def designer_batch(cfg: EngineConfig, policy: Any) -> int:
-    """``loop.designer_batch``, or its default: 4 for model backends, 1 for the simulation."""
+    """``loop.designer_batch``, or its default: 4 for model backends, 1 for a backend without a
+    model (the simulation; the policy's registry entry says, a policy of no registered kind counts
+    as a model)."""
     if cfg.loop.designer_batch is not None:
         return cfg.loop.designer_batch
-    return 1 if getattr(policy, "kind", "") == "procedural" else 4
+    found = lookup_policy_backend(policy.kind)
+    return 1 if found is not None and not found.needs_model else 4
 
 
 def _fit_prompt(

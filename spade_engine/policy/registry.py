@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config import PolicyConfig
     from .protocol import Policy
 
-__all__ = ["PolicyBackend", "BUILTIN", "register", "backend_names", "backend", "make_policy", "ENTRY_POINT_GROUP"]
+__all__ = ["PolicyBackend", "BUILTIN", "register", "backend_names", "backend", "lookup", "make_policy", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "spade_engine.policies"
 
@@ -87,6 +87,12 @@ def backend(kind: str) -> PolicyBackend:
     if found is None:
         raise SpadeError(f"unknown policy kind {kind!r} (registered: {', '.join(backend_names())})")
     return found
+
+
+def lookup(kind: str) -> PolicyBackend | None:
+    """The backend registered as ``kind``, or ``None`` for a kind no backend is registered under
+    (a policy not built through the registry, such as a test double)."""
+    return _all().get(kind)
 
 
 def make_policy(cfg: "PolicyConfig", *, band: tuple[float, float] = (0.4, 0.6), data_dir: Any = None) -> "Policy":
