@@ -58,6 +58,71 @@ def test_a_new_backend_is_one_registration() -> None:
         load_config(overrides={"policy.kind": "echo-test"})
 
 
+def test_a_new_backend_brings_its_own_settings_section(tmp_path: Path) -> None:
+    from pydantic import Field
+
+    from spade_engine.policy.settings import BackendSettings
+
+    class EchoSettings(BackendSettings):
+        skill: float = Field(0.5, ge=0.0, le=1.0)
+        greeting: str = "hello"
+
+    built = []
+
+    def build(cfg, *, band, data_dir=None):
+        built.append(cfg.section("echo"))
+        return ProceduralPolicy(skill=cfg.echo.skill, band=band)
+
+    registry.register(registry.PolicyBackend("echo", build, trainable=False, needs_model=False, settings=EchoSettings))
+    try:
+        assert load_config().policy.echo == EchoSettings()  # every config has the section, with its defaults
+        f = tmp_path / "echo.toml"
+        f.write_text('[policy]\nkind = "echo"\n[policy.echo]\nskill = 0.25\n')
+        cfg = load_config(f, overrides={"policy.echo.greeting": "hi"})
+        policy = registry.make_policy(cfg.policy, band=(0.3, 0.7))  # no model needed: its registration says so
+        assert built == [EchoSettings(skill=0.25, greeting="hi")] and policy.skill == 0.25
+        assert EngineConfig.model_validate(cfg.model_dump(mode="json")) == cfg  # recorded and read back
+        assert cfg.policy.procedural.agent_skill == 0.7  # the built-in sections stay as they were
+        with pytest.raises(ConfigError, match=r"policy\.echo\.skill: Input should be less than or equal to 1"):
+            load_config(overrides={"policy.echo.skill": 2})
+        with pytest.raises(ConfigError, match=r"policy\.echo\.nope: Extra inputs are not permitted"):
+            load_config(overrides={"policy.echo.nope": 1})
+        with pytest.raises(ConfigError, match="needs a model to train"):
+            require_trainable(cfg.with_overrides({"trainer.enabled": True, "policy.model": "m"}))  # not trainable
+        with pytest.raises(SpadeError, match="cannot be named 'model'"):
+            registry.register(registry.PolicyBackend("model", build, trainable=False, needs_model=False, settings=EchoSettings))
+    finally:
+        registry._registered.pop("echo")
+    with pytest.raises(ConfigError, match=r"policy\.echo: Extra inputs are not permitted"):
+        load_config(f)  # without its backend, its section is an unknown key again
+
+
+def test_an_entry_point_registration_carries_its_flags_and_settings(monkeypatch) -> None:
+    import sys
+    import types
+    from importlib.metadata import EntryPoint
+
+    from spade_engine.policy.settings import BackendSettings
+
+    class PluginSettings(BackendSettings):
+        level: int = 3
+
+    plugin = types.ModuleType("spade_test_plugin")
+    plugin.build = lambda cfg, *, band, data_dir=None: ProceduralPolicy(band=band)  # type: ignore[attr-defined]
+    plugin.BACKEND = registry.PolicyBackend(  # type: ignore[attr-defined]
+        "whatever", "spade_test_plugin:build", trainable=False, needs_model=False, settings=PluginSettings)
+    monkeypatch.setitem(sys.modules, "spade_test_plugin", plugin)
+    eps = [EntryPoint("plugged", "spade_test_plugin:BACKEND", registry.ENTRY_POINT_GROUP),
+           EntryPoint("bare", "spade_test_plugin:build", registry.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: eps if group == registry.ENTRY_POINT_GROUP else [])
+    plugged, bare = registry.backend("plugged"), registry.backend("bare")
+    assert (plugged.name, plugged.trainable, plugged.needs_model) == ("plugged", False, False)
+    assert (bare.trainable, bare.needs_model, bare.settings) == (True, True, None)  # a bare build function, as before
+    cfg = load_config(overrides={"policy.kind": "plugged", "policy.plugged.level": 5})
+    assert cfg.policy.section("plugged") == PluginSettings(level=5) and "bare" not in cfg.policy.model_dump()
+    assert isinstance(registry.make_policy(cfg.policy), ProceduralPolicy)
+
+
 def test_a_catalogue_name_is_resolved_through_the_model_cache(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPADE_MODEL_CACHE", str(tmp_path / "empty-cache"))
     cfg = load_config(overrides={"policy.kind": "transformers", "policy.model": "qwen2.5-coder-0.5b-instruct"})
