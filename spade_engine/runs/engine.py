@@ -1,6 +1,7 @@
 """Opening a runnable engine for a run: its log, the stage context (:mod:`.context`), the live
-projections and, with ``trainer.enabled``, the in-process trainer (with ``eval.every`` > 0, its
-periodic held-out evaluator, :mod:`spade_engine.evaluation.periodic`, using the engine's policy).
+projections and, with ``trainer.enabled``, the in-process trainer (built by
+:func:`~.training.build_trainer`; with ``eval.every`` > 0 it is handed a periodic held-out
+evaluator, :mod:`spade_engine.evaluation.periodic`, using the engine's policy).
 With ``loop.env_source`` set, new environments come from that fixed source
 (:mod:`spade_engine.envsources`) instead of the designer.
 
