@@ -133,6 +133,19 @@ def test_a_catalogue_name_is_resolved_through_the_model_cache(tmp_path: Path, mo
     assert tiny.describe()["model"] == "tiny:3" and tiny.trainable is True
 
 
+def test_train_falls_back_to_the_recorded_model_of_any_trainable_backend(tmp_path: Path) -> None:
+    from spade_engine.runs.train_cli import base_model_of
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-t")
+    try:
+        for kind in ("transformers", "vllm"):  # no PolicyUpdated yet: the run's own model
+            assert base_model_of(log, load_config(overrides={"policy.kind": kind, "policy.model": "m"}), None) == "m"
+        with pytest.raises(ConfigError, match="no model to train"):
+            base_model_of(log, load_config(overrides={"policy.model": "m"}), None)  # the simulation has no weights
+    finally:
+        log.close()
+
+
 def test_training_the_simulation_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="needs a model to train"):
         require_trainable(load_config(overrides={"trainer.enabled": True}))
