@@ -4,7 +4,7 @@ Subpackages: ``events`` (catalogue, codec, the EventLog protocol and its SQLite 
 backends), ``sandbox`` (isolated workers for model-written code, the validator), ``policy`` (the
 Policy protocol and its backends), ``engine`` (designer, stages, the stage table, the loop and the
 distributed role workers), ``trainer`` (GRPO from the log), ``runs`` (assembling and driving runs:
-start, workers, retrain), ``archive`` (SQL archive, FAISS memory, replay), ``consumers``
+start, train, workers, retrain), ``archive`` (SQL archive, FAISS memory, replay), ``consumers``
 (projections and their runners), ``dashboard`` (FastAPI + SSE, audit).
 
 Bridges: :func:`make` (an archived environment as a sandboxed ``gymnasium.Env``, also

@@ -27,8 +27,8 @@ from .metrics.cli import app as metrics_app
 from .models.cli import app as models_app
 from .runs import cli as run_cli
 from .runs.worker_cli import worker as worker_command
+from .runs.train_cli import train_command
 from .textout import QUIET_LIBRARIES, quiet_libraries  # noqa: F401 (QUIET_LIBRARIES: re-exported)
-from .trainer.cli import train_command
 
 app = typer.Typer(
     name="spade-engine",

@@ -1,6 +1,9 @@
 """The one typed configuration of a run: defaults < preset < file (TOML) < environment < flags.
 
-Every section is a pydantic model with defaults that run offline on a laptop. A *preset*
+Every section is a pydantic model with defaults that run offline on a laptop; the backend
+sections of ``[policy]`` are the registered policy backends' own settings models
+(:mod:`spade_engine.policy.registry`, the built-in ones in :mod:`spade_engine.policy.settings`,
+re-exported here). A *preset*
 (:mod:`spade_engine.presets`: ``laptop``, ``spade-release``) is a named TOML layer between the
 defaults and the file. The resolved config is recorded in the ``RunStarted`` event, so a run can
 be reproduced from its log; :func:`resolve_config` also says where each value came from
@@ -20,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .policy.settings import ProceduralPolicyConfig, TransformersPolicyConfig, VllmPolicyConfig
 
 __all__ = [
     "EngineConfig",
@@ -63,34 +67,6 @@ class LogConfig(_Section):
         if backend not in backend_names():
             raise ValueError(f"unknown backend {backend!r} (expected {' or '.join(backend_names())})")
         return backend
-
-
-class ProceduralPolicyConfig(_Section):
-    """The procedural simulation's knobs (``policy.kind = "procedural"``)."""
-
-    agent_skill: float = Field(0.7, ge=0.0, le=1.0, description="simulated agent's chance of a correct action")
-    hint_gain: float = Field(0.25, ge=0.0, le=1.0, description="how much a hint raises the agent's skill")
-    adaptive: bool = Field(True, description="steer each skill's difficulty by the recorded win rates and regret")
-    defect_rate: float = Field(0.15, ge=0.0, le=1.0, description="share of deliberately broken proposals")
-    repair_success: float = Field(0.8, ge=0.0, le=1.0, description="chance a repair fixes the defect")
-
-
-class TransformersPolicyConfig(_Section):
-    """The Hugging Face transformers backend (``policy.kind = "transformers"``)."""
-
-    device: str = "auto"
-    dtype: str = "auto"
-    batch_size: int = Field(64, ge=1, description="rows per batched generate call")
-    prefix_cache_tokens: int = Field(
-        65_536, ge=0, description="tokens of earlier prompts + completions kept for reuse (0 = no prefix cache)"
-    )
-
-
-class VllmPolicyConfig(_Section):
-    """The vLLM backend (``policy.kind = "vllm"``, optional GPU extra)."""
-
-    dtype: str = "auto"
-    gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0)
 
 
 class RoleGenerationConfig(_Section):
@@ -192,26 +168,30 @@ _LEGACY_POLICY_KEYS = {
 }
 
 
-class PolicyConfig(_Section):
+class PolicyConfig(BaseModel):
     """Which policy plays every role, and each backend's own settings.
 
     ``kind`` names a registered backend (:mod:`spade_engine.policy.registry`); only the section
-    of that backend is used. Configs of the first schema (flat ``agent_skill``, ``device``,
-    ``max_new_tokens``... directly under ``[policy]``) are upcast into the sections on read, so
-    older config files and recorded runs stay readable.
+    of that backend is used. Besides ``kind``, ``model`` and ``generation``, the sections are the
+    registered backends' own: every backend registered with a settings model has its section
+    (``[policy.procedural]``, ``[policy.transformers]``, ``[policy.vllm]``, or a new backend's),
+    validated by that model and filled with its defaults when absent; any other key is an error.
+    Read a section as an attribute (``cfg.policy.procedural``) or with :meth:`section`.
+
+    Configs of the first schema (flat ``agent_skill``, ``device``, ``max_new_tokens``... directly
+    under ``[policy]``) are upcast into the sections on read, so older config files and recorded
+    runs stay readable.
     """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     kind: str = "procedural"
     model: str | None = None
     generation: GenerationConfig = GenerationConfig()
-    procedural: ProceduralPolicyConfig = ProceduralPolicyConfig()
-    transformers: TransformersPolicyConfig = TransformersPolicyConfig()
-    vllm: VllmPolicyConfig = VllmPolicyConfig()
 
-    @model_validator(mode="before")
-    @classmethod
-    def _upcast_flat_keys(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or not any(k in _LEGACY_POLICY_KEYS for k in data):
+    @staticmethod
+    def _upcast_flat_keys(data: dict[str, Any]) -> dict[str, Any]:
+        if not any(k in _LEGACY_POLICY_KEYS for k in data):
             return data
         data = dict(data)
         for key, section in _LEGACY_POLICY_KEYS.items():
@@ -220,6 +200,32 @@ class PolicyConfig(_Section):
                 sub = dict(data.get(section) or {})
                 sub[key] = value
                 data[section] = sub
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_sections(cls, data: Any) -> Any:
+        """The first schema upcast, then one section per registered backend with settings."""
+        if not isinstance(data, dict):
+            return data
+        from .policy.registry import backend_settings
+
+        sections = backend_settings()
+        data = dict(cls._upcast_flat_keys(data))
+        errors: list[Any] = []
+        for key in data:
+            if key not in cls.model_fields and key not in sections:
+                errors.append({"type": "extra_forbidden", "loc": (key,), "input": data[key]})
+        for name, settings in sections.items():
+            try:
+                data[name] = settings.model_validate(data[name] if name in data else {})
+            except ValidationError as exc:
+                errors.extend(
+                    {"type": e["type"], "loc": (name, *e["loc"]), "input": e["input"], **({"ctx": e["ctx"]} if "ctx" in e else {})}
+                    for e in exc.errors()
+                )
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
         return data
 
     @field_validator("kind")
@@ -231,6 +237,13 @@ class PolicyConfig(_Section):
         if kind not in names:
             raise ValueError(f"unknown policy kind {kind!r} (registered: {', '.join(names)})")
         return kind
+
+    def section(self, name: str) -> BaseModel:
+        """The settings section of backend ``name`` (a registered backend with a settings model)."""
+        found = (self.__pydantic_extra__ or {}).get(name)
+        if not isinstance(found, BaseModel):
+            raise ConfigError(f"no [policy.{name}] section: no backend {name!r} with settings is registered")
+        return found
 
 
 #: a run with no explicit bound stops after this many new environments (``--forever`` lifts it)
@@ -462,7 +475,8 @@ class EngineConfig(_Section):
 
     seed: int = 0
     log: LogConfig = LogConfig()
-    policy: PolicyConfig = PolicyConfig()
+    # built per config, so every backend registered by then has its section
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     loop: LoopConfig = LoopConfig()
     sandbox: SandboxConfig = SandboxConfig()
     memory: MemoryConfig = MemoryConfig()

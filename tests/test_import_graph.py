@@ -1,4 +1,6 @@
-"""The package's import graph: no cycles, and the engine and the trainer never import each other.
+"""The package's import graph: no cycles, and the engine and the trainer never import each other,
+directly or through any chain of other modules (the trainer reaching ``evaluation`` which imports
+the engine counts).
 
 Every ``import`` in ``spade_engine`` counts, the ones inside functions too (a lazy import is still
 a dependency); only imports under ``if TYPE_CHECKING:`` are left out, since they never run. The
@@ -125,13 +127,58 @@ def test_the_graph_is_built_from_real_imports() -> None:
     # a few edges that must be seen, so an empty or broken graph cannot pass the checks below
     assert "spade_engine.engine.pipeline" in graph["spade_engine.engine.loop"]
     assert "spade_engine.policy.registry" in graph["spade_engine.runs.context"]
-    assert "spade_engine.trainer.loop" in graph["spade_engine.runs.engine"]  # a lazy import counts
+    assert "spade_engine.trainer.loop" in graph["spade_engine.runs.training"]  # a lazy import counts
     assert "spade_engine.sandbox.session" not in graph["spade_engine.sandbox.gym_env"]  # TYPE_CHECKING-only
 
 
 def test_no_import_cycles() -> None:
     cycles = _cycles(import_graph())
     assert cycles == [], "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> dict[str, str | None]:
+    """Every module ``start`` reaches through a chain of imports, each with the module it was
+    reached from (``None`` for ``start``), so a path can be shown."""
+    came_from: dict[str, str | None] = {start: None}
+    todo = [start]
+    while todo:
+        v = todo.pop()
+        for w in sorted(graph.get(v, ())):
+            if w not in came_from:
+                came_from[w] = v
+                todo.append(w)
+    return came_from
+
+
+def _path(came_from: dict[str, str | None], end: str) -> str:
+    chain = [end]
+    while came_from[chain[-1]] is not None:
+        chain.append(came_from[chain[-1]])  # type: ignore[arg-type]
+    return " -> ".join(reversed(chain))
+
+
+def _with_parents(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` plus the imports Python makes implicitly: importing ``a.b.c`` first runs the
+    ``__init__`` of ``a`` and ``a.b``."""
+    out = {mod: set(deps) for mod, deps in graph.items()}
+    for mod in graph:
+        parts = mod.split(".")
+        out[mod].update(p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in graph)
+    return out
+
+
+def _reaching(graph: dict[str, set[str]], src: str, dst: str) -> list[str]:
+    """Import chains from a module of package ``src`` to one of package ``dst`` (one per module),
+    counting the parent packages every import runs."""
+    graph = _with_parents(graph)
+    out = []
+    for mod in sorted(graph):
+        if mod == f"{PKG}.{src}" or mod.startswith(f"{PKG}.{src}."):
+            came_from = _reach(graph, mod)
+            hit = sorted(m for m in came_from if m == f"{PKG}.{dst}" or m.startswith(f"{PKG}.{dst}."))
+            if hit:
+                out.append(_path(came_from, hit[0]))
+    return out
 
 
 def test_engine_and_trainer_never_import_each_other() -> None:
@@ -142,6 +189,21 @@ def test_engine_and_trainer_never_import_each_other() -> None:
                 if mod.startswith(f"{PKG}.{a}") and dep.startswith(f"{PKG}.{b}"):
                     bad.append(f"{mod} -> {dep}")
     assert bad == []
+
+
+def test_engine_and_trainer_never_reach_each_other_through_other_modules() -> None:
+    """Not even through a chain (``trainer -> evaluation -> engine``): every module the engine
+    reaches is free of the trainer, and every module the trainer reaches is free of the engine."""
+    graph = import_graph()
+    chains = _reaching(graph, "engine", "trainer") + _reaching(graph, "trainer", "engine")
+    assert chains == [], "import chains between engine and trainer:\n" + "\n".join(chains)
+
+
+def test_the_reach_check_sees_chains() -> None:
+    # a made-up graph: the check must find a chain two modules long, lazy or not
+    graph = {f"{PKG}.trainer.a": {f"{PKG}.x"}, f"{PKG}.x": {f"{PKG}.engine.b"}, f"{PKG}.engine.b": set()}
+    assert _reaching(graph, "trainer", "engine") == [f"{PKG}.trainer.a -> {PKG}.x -> {PKG}.engine.b"]
+    assert _reaching(graph, "engine", "trainer") == []
 
 
 def test_sandbox_and_policy_depend_on_neither_engine_nor_trainer() -> None:

@@ -58,6 +58,71 @@ def test_a_new_backend_is_one_registration() -> None:
         load_config(overrides={"policy.kind": "echo-test"})
 
 
+def test_a_new_backend_brings_its_own_settings_section(tmp_path: Path) -> None:
+    from pydantic import Field
+
+    from spade_engine.policy.settings import BackendSettings
+
+    class EchoSettings(BackendSettings):
+        skill: float = Field(0.5, ge=0.0, le=1.0)
+        greeting: str = "hello"
+
+    built = []
+
+    def build(cfg, *, band, data_dir=None):
+        built.append(cfg.section("echo"))
+        return ProceduralPolicy(skill=cfg.echo.skill, band=band)
+
+    registry.register(registry.PolicyBackend("echo", build, trainable=False, needs_model=False, settings=EchoSettings))
+    try:
+        assert load_config().policy.echo == EchoSettings()  # every config has the section, with its defaults
+        f = tmp_path / "echo.toml"
+        f.write_text('[policy]\nkind = "echo"\n[policy.echo]\nskill = 0.25\n')
+        cfg = load_config(f, overrides={"policy.echo.greeting": "hi"})
+        policy = registry.make_policy(cfg.policy, band=(0.3, 0.7))  # no model needed: its registration says so
+        assert built == [EchoSettings(skill=0.25, greeting="hi")] and policy.skill == 0.25
+        assert EngineConfig.model_validate(cfg.model_dump(mode="json")) == cfg  # recorded and read back
+        assert cfg.policy.procedural.agent_skill == 0.7  # the built-in sections stay as they were
+        with pytest.raises(ConfigError, match=r"policy\.echo\.skill: Input should be less than or equal to 1"):
+            load_config(overrides={"policy.echo.skill": 2})
+        with pytest.raises(ConfigError, match=r"policy\.echo\.nope: Extra inputs are not permitted"):
+            load_config(overrides={"policy.echo.nope": 1})
+        with pytest.raises(ConfigError, match="needs a model to train"):
+            require_trainable(cfg.with_overrides({"trainer.enabled": True, "policy.model": "m"}))  # not trainable
+        with pytest.raises(SpadeError, match="cannot be named 'model'"):
+            registry.register(registry.PolicyBackend("model", build, trainable=False, needs_model=False, settings=EchoSettings))
+    finally:
+        registry._registered.pop("echo")
+    with pytest.raises(ConfigError, match=r"policy\.echo: Extra inputs are not permitted"):
+        load_config(f)  # without its backend, its section is an unknown key again
+
+
+def test_an_entry_point_registration_carries_its_flags_and_settings(monkeypatch) -> None:
+    import sys
+    import types
+    from importlib.metadata import EntryPoint
+
+    from spade_engine.policy.settings import BackendSettings
+
+    class PluginSettings(BackendSettings):
+        level: int = 3
+
+    plugin = types.ModuleType("spade_test_plugin")
+    plugin.build = lambda cfg, *, band, data_dir=None: ProceduralPolicy(band=band)  # type: ignore[attr-defined]
+    plugin.BACKEND = registry.PolicyBackend(  # type: ignore[attr-defined]
+        "whatever", "spade_test_plugin:build", trainable=False, needs_model=False, settings=PluginSettings)
+    monkeypatch.setitem(sys.modules, "spade_test_plugin", plugin)
+    eps = [EntryPoint("plugged", "spade_test_plugin:BACKEND", registry.ENTRY_POINT_GROUP),
+           EntryPoint("bare", "spade_test_plugin:build", registry.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: eps if group == registry.ENTRY_POINT_GROUP else [])
+    plugged, bare = registry.backend("plugged"), registry.backend("bare")
+    assert (plugged.name, plugged.trainable, plugged.needs_model) == ("plugged", False, False)
+    assert (bare.trainable, bare.needs_model, bare.settings) == (True, True, None)  # a bare build function, as before
+    cfg = load_config(overrides={"policy.kind": "plugged", "policy.plugged.level": 5})
+    assert cfg.policy.section("plugged") == PluginSettings(level=5) and "bare" not in cfg.policy.model_dump()
+    assert isinstance(registry.make_policy(cfg.policy), ProceduralPolicy)
+
+
 def test_a_catalogue_name_is_resolved_through_the_model_cache(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPADE_MODEL_CACHE", str(tmp_path / "empty-cache"))
     cfg = load_config(overrides={"policy.kind": "transformers", "policy.model": "qwen2.5-coder-0.5b-instruct"})
@@ -66,6 +131,19 @@ def test_a_catalogue_name_is_resolved_through_the_model_cache(tmp_path: Path, mo
     # a spec that is not a catalogue name goes to transformers unchanged (tiny builds locally)
     tiny = registry.make_policy(load_config(overrides={"policy.kind": "transformers", "policy.model": "tiny:3"}).policy)
     assert tiny.describe()["model"] == "tiny:3" and tiny.trainable is True
+
+
+def test_train_falls_back_to_the_recorded_model_of_any_trainable_backend(tmp_path: Path) -> None:
+    from spade_engine.runs.train_cli import base_model_of
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-t")
+    try:
+        for kind in ("transformers", "vllm"):  # no PolicyUpdated yet: the run's own model
+            assert base_model_of(log, load_config(overrides={"policy.kind": kind, "policy.model": "m"}), None) == "m"
+        with pytest.raises(ConfigError, match="no model to train"):
+            base_model_of(log, load_config(overrides={"policy.model": "m"}), None)  # the simulation has no weights
+    finally:
+        log.close()
 
 
 def test_training_the_simulation_is_a_config_error() -> None:
@@ -124,6 +202,30 @@ def test_log_backends_registry_and_reopen(tmp_path: Path) -> None:
         load_config(overrides={"log.backend": "nope"})
 
 
+def test_log_backend_entries_say_what_callers_used_to_ask_by_name(tmp_path: Path, monkeypatch) -> None:
+    import dataclasses
+
+    from spade_engine.events.backends import BACKENDS, driver_backends, log_backend
+    from spade_engine.events.store import resolve_run
+
+    # which driver feeds a backend's projections
+    assert (log_backend("sqlite").consumer_driver, log_backend("kafka").consumer_driver) == ("embedded", "faust")
+    assert driver_backends("faust") == ["kafka"] and driver_backends("embedded") == ["sqlite", "kafka"]
+    # scan_counts is part of the protocol: the SQLite log decoded every event before storing it
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-s")
+    try:
+        env = make_envelope(EnvironmentProposed(env_id="e", skill="s", difficulty=0.5, code="c", code_sha256="0",
+                                                policy_version="v0"), run_id="run-s", producer="t")
+        log.append([env])
+        assert log.scan_counts() == ({"EnvironmentProposed": 1}, None)
+    finally:
+        log.close()
+    # a backend's own resolve hook is what resolve_run uses
+    fake = dataclasses.replace(log_backend("sqlite"), name="fake", resolve=lambda run_id, **_: f"found-{run_id}")
+    monkeypatch.setitem(BACKENDS, "fake", fake)
+    assert resolve_run("abc", data_dir=tmp_path, backend="fake") == "found-abc"
+
+
 def test_recorded_config_reader(tmp_path: Path) -> None:
     log = SqliteEventLog(tmp_path / "events.sqlite", "run-y")
     try:
@@ -145,6 +247,22 @@ def test_recorded_config_reader(tmp_path: Path) -> None:
             recorded_config_or_default(bad)  # never silently replaced by the defaults
     finally:
         bad.close()
+
+
+def test_regret_replay_reads_the_recorded_config_through_the_one_reader(tmp_path: Path) -> None:
+    from spade_engine.engine.regret_replay import recompute_regrets, verify_regrets
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-r")
+    try:
+        assert recompute_regrets(log) == []  # no RunStarted yet: the defaults, nothing to recompute
+        broken = RunStarted(config={"loop": {"plays_per_env": -3}}, engine_version="t", seed=0, backend="sqlite", policy={})
+        log.append([make_envelope(broken, run_id="run-r", producer="t")])
+        with pytest.raises(ConfigError, match="recorded config is not readable"):
+            recompute_regrets(log)  # never audited against the defaults instead
+        with pytest.raises(ConfigError, match="recorded config is not readable"):
+            verify_regrets(log)
+    finally:
+        log.close()
 
 
 # -- the stage table ---------------------------------------------------------------------------

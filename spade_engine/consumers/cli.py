@@ -12,6 +12,7 @@ import typer
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, bootstrap_or_env, handle_errors, open_run
 from ..textout import aside, note, print_json, table
 from ..errors import SpadeError
+from ..events.backends import driver_backends, log_backend
 from ..events.store import DataDir, resolve_data_dir
 from .runner import EmbeddedRunner
 from .stats import SNAPSHOT_NAME, RunStatsProjection, load_summary
@@ -53,13 +54,13 @@ def run(
     root = resolve_data_dir(data_dir)
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     if driver == "auto":
-        driver = "faust" if backend == "kafka" else "embedded"
+        driver = log_backend(backend).consumer_driver
     if driver not in ("embedded", "faust"):
         log.close()
         raise SpadeError(f"unknown driver {driver!r} (expected auto, embedded or faust)")
-    if driver == "faust" and backend != "kafka":
+    if backend not in driver_backends(driver):
         log.close()
-        raise SpadeError("the faust driver needs --backend kafka")
+        raise SpadeError(f"the {driver} driver needs --backend {' or '.join(driver_backends(driver))}")
     stats = RunStatsProjection(run_id, snapshot_path(root, run_id))
     if driver == "embedded":
         runner = EmbeddedRunner(log, [stats])

@@ -54,6 +54,9 @@ __all__ = ["STOP_BOUND_S", "FaustRunner", "RepeatFilter", "app_id_for", "make_ap
 
 log = logging.getLogger(__name__)
 
+#: the log backend (:mod:`spade_engine.events.backends`) whose topics faust reads: the one that
+#: registers ``consumer_driver="faust"``; the supervisor's lag check reopens the run's log through it
+BACKEND = "kafka"
 STOP_GRACE_S = 20.0  # a stopping worker's graceful shutdown, before SIGKILL
 KILL_WAIT_S = 10.0  # for a SIGKILLed worker to be gone
 CLOSE_WAIT_S = 5.0  # for the supervisor's lag-check client to close
@@ -474,14 +477,15 @@ def supervise_stats(
     """
     import multiprocessing as mp
 
+    from ..events.backends import reopen_log
     from ..events.errors import EventLogError
-    from ..events.kafka.log import KafkaEventLog
+    from ..events.log import EventLog
 
     ctx = mp.get_context("spawn")
     group = app_id_for(run_id)
     applied_total = 0
     restarts = 0
-    watch: KafkaEventLog | None = None
+    watch: EventLog | None = None
     checking: threading.Thread | None = None  # the lag check in flight, if any
 
     def lag_and_committed() -> tuple[int, dict[int, int]] | None:
@@ -489,7 +493,7 @@ def supervise_stats(
         try:
             w = watch
             if w is None:
-                w = watch = KafkaEventLog(bootstrap, run_id, create=False, connect_timeout_s=3)
+                w = watch = reopen_log(BACKEND, {"bootstrap": bootstrap, "run_id": run_id, "connect_timeout_s": 3})
             end = w.end_cursor()
             committed = w.committed(group)
         except EventLogError:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import EngineConfig, RewardConfig
-from ..events.catalogue import EnvironmentProposed, GarbageProbe, HintWritten, RegretEstimated, RolloutCompleted, RunStarted
+from ..config import RewardConfig
+from ..events.catalogue import EnvironmentProposed, GarbageProbe, HintWritten, RegretEstimated, RolloutCompleted
 from ..events.errors import EventError
 from ..events.log import EventLog
+from ..recorded import recorded_config_or_default
 from .rounds import estimate_round, prior_of
 
 __all__ = ["RegretMismatch", "recompute_regrets", "verify_regrets"]
@@ -40,11 +41,13 @@ class RegretMismatch:
 def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list[tuple[RegretEstimated, RegretEstimated]]:
     """``(recorded, recomputed)`` for every RegretEstimated in the log.
 
-    The config is the one recorded by the run's first RunStarted (its reward section replaced
-    by ``reward`` when given); each estimate is recomputed with the variant and win signal it
-    records.
+    The config is the one recorded by the run's first RunStarted, read by
+    :func:`~spade_engine.recorded.recorded_config_or_default` (the defaults before any RunStarted;
+    a recorded config this engine cannot read raises :class:`~spade_engine.errors.ConfigError`),
+    its reward section replaced by ``reward`` when given; each estimate is recomputed with the
+    variant and win signal it records.
     """
-    cfg: EngineConfig | None = None
+    cfg = recorded_config_or_default(log)  # a recorded config this engine cannot read is an error
     proposals: dict[str, EnvironmentProposed] = {}
     probes: dict[str, GarbageProbe | None] = {}
     plays: dict[str, tuple[str, RolloutCompleted]] = {}
@@ -54,12 +57,7 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
             ev = rec.envelope.event()
         except EventError:
             continue
-        if isinstance(ev, RunStarted) and cfg is None:
-            try:
-                cfg = EngineConfig.model_validate(ev.config)
-            except Exception:  # noqa: BLE001 - a foreign config: the defaults
-                cfg = EngineConfig()
-        elif isinstance(ev, EnvironmentProposed):
+        if isinstance(ev, EnvironmentProposed):
             proposals.setdefault(ev.env_id, ev)
         elif isinstance(ev, HintWritten):
             probes.setdefault(ev.env_id, ev.garbage_probe)
@@ -67,7 +65,6 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
             plays[rec.envelope.event_id] = (rec.envelope.event_id, ev)
         elif isinstance(ev, RegretEstimated):
             regrets.append((rec.envelope.event_id, ev))
-    cfg = cfg or EngineConfig()
     if reward is not None:
         cfg = cfg.model_copy(update={"reward": reward})
     by_id = dict(regrets)

@@ -47,6 +47,7 @@ from ..events.catalogue import (
     ValidationCheck,
 )
 from ..policy.protocol import Policy, PolicyRequest, Sample
+from ..policy.registry import lookup as lookup_policy_backend
 from ..sandbox.probes import garbage_actions
 from ..sandbox.scaffold import code_format, game_line_numbers
 from ..sandbox.scaffold import inline as inline_scaffold

@@ -37,11 +37,14 @@ def build_policy(
 ) -> "Policy":
     """The policy to evaluate: ``make_policy`` of a PolicyConfig, then the run's checkpoint loaded."""
     from ..config import PolicyConfig
-    from ..policy.registry import make_policy
+    from ..policy.registry import lookup, make_policy
 
-    kind = "procedural" if model == "procedural" else "transformers"
+    # ``--model procedural`` (a backend that needs no model) names that backend; any other model
+    # is a transformers model
+    named = lookup(model)
+    kind, spec = (model, None) if named is not None and not named.needs_model else ("transformers", model)
     cfg = PolicyConfig.model_validate({
-        "kind": kind, "model": None if kind == "procedural" else model,
+        "kind": kind, "model": spec,
         "transformers": {"device": device, "dtype": dtype},
         "generation": {"max_new_tokens": max_new_tokens, "temperature": temperature},
     })
@@ -56,10 +59,11 @@ def build_policy(
 
 def _run_model(log: Any) -> str:
     """The model a run's policy was built from (its recorded ``policy.model``)."""
+    from ..policy.registry import backend
     from ..recorded import recorded_config_or_default
 
     cfg = recorded_config_or_default(log)
-    if cfg.policy.kind != "procedural" and cfg.policy.model:
+    if backend(cfg.policy.kind).needs_model and cfg.policy.model:
         return cfg.policy.model
     raise ConfigError(f"run {log.run_id} records no model to evaluate (a {cfg.policy.kind} policy): pass --model")
 
@@ -243,7 +247,7 @@ def eval_command(
     finally:
         if pool is not None:
             pool.close()
-        getattr(policy, "close", lambda: None)()
+        policy.close()
         if log is not None:
             log.close()
 

@@ -1,11 +1,14 @@
 """Periodic held-out evaluation by the trainer (the ``[eval]`` config section).
 
-A :class:`PeriodicEvaluator` is attached to a :class:`~spade_engine.trainer.loop.Trainer`
-(``trainer.evaluator``). After the trainer publishes the ``PolicyUpdated`` of step ``s`` with
-``s % eval.every == 0`` it loads that update's checkpoint (sha256 checked) into its evaluation
-policy, scores it on ``eval.suites`` with :func:`~.runner.evaluate`, and appends one
-``EvaluationCompleted`` per task to the run's own log (producer ``trainer-eval``), so the held-out
-accuracy of every evaluated version sits in the log next to the training that produced it.
+A :class:`PeriodicEvaluator` is handed to a :class:`~spade_engine.trainer.loop.Trainer` by
+whoever builds it (:func:`spade_engine.runs.training.build_trainer`; the trainer knows it only
+as an :class:`~spade_engine.trainer.loop.UpdateObserver`, so it never imports the evaluation,
+which plays episodes with the engine's code). After the trainer publishes the ``PolicyUpdated``
+of step ``s`` with ``s % eval.every == 0`` it loads that update's checkpoint (sha256 checked)
+into its evaluation policy, scores it on ``eval.suites`` with :func:`~.runner.evaluate`, and
+appends one ``EvaluationCompleted`` per task to the run's own log (producer ``trainer-eval``), so
+the held-out accuracy of every evaluated version sits in the log next to the training that
+produced it.
 With ``eval.base`` the base weights (``v0``) are evaluated once, before the first update.
 
 * The items are generated once per evaluator (same suites, size and seed for every version), so

@@ -121,7 +121,7 @@ def policy_info(policy: Policy, *, checkpoint_sha256: str | None = None, run_id:
         desc = dict(policy.describe())
     except Exception:  # noqa: BLE001 - describe() is informational
         pass
-    model = str(desc.get("model") or desc.get("kind") or getattr(policy, "kind", "unknown"))
+    model = str(desc.get("model") or desc.get("kind") or policy.kind)
     return PolicyInfo(version=str(policy.version), model=model, checkpoint_sha256=checkpoint_sha256, run_id=run_id)
 
 
@@ -236,7 +236,7 @@ class _Sampling:
         self._policy = policy
         self._settings = settings
         self._context = eval_context
-        self.kind = getattr(policy, "kind", "unknown")
+        self.kind = policy.kind
         self.completion_tokens = 0
 
     @property

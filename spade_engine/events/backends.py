@@ -3,8 +3,10 @@ child all use to open, list and reopen a run's log.
 
 A backend is a subpackage of :mod:`spade_engine.events` (``sqlite``, ``kafka``) whose log class
 implements :class:`~spade_engine.events.log.EventLog`, plus one :class:`LogBackend` entry in
-:data:`BACKENDS`. Modules are imported only when their backend is used, so the Kafka client is
-not loaded for an embedded run.
+:data:`BACKENDS` (how to open, list, reopen, resolve and remove its runs, and which driver feeds
+its projections). Nothing outside this module and the backend's own subpackage names a backend.
+Modules are imported only when their backend is used, so the Kafka client is not loaded for an
+embedded run.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from .errors import EventLogError, RunNotFound
 from .log import EventLog
 
-__all__ = ["LogBackend", "BACKENDS", "backend_names", "log_backend", "reopen_log"]
+__all__ = ["LogBackend", "BACKENDS", "backend_names", "log_backend", "reopen_log", "driver_backends"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,14 @@ class LogBackend:
     #: ``remove(run_id, *, data_dir, bootstrap)``: delete a run's log entirely (only used to undo
     #: a run that a failed ``events import`` created); ``None`` when the backend cannot
     remove: Callable[..., None] | None = None
+    #: ``resolve(run_id_or_prefix_or_None, *, data_dir, bootstrap) -> run_id``: the backend's own
+    #: way to find a run (:func:`~spade_engine.events.store.resolve_run`); ``None``: the unique
+    #: run of :attr:`list_runs` starting with the prefix, or the latest run
+    resolve: Callable[..., str] | None = None
+    #: how ``consumers run --driver auto`` and ``worker consumers`` feed the projections:
+    #: ``embedded`` (read through the EventLog, any backend) or ``faust`` (a stream processor on the
+    #: backend's Kafka topics)
+    consumer_driver: str = "embedded"
 
 
 def _sqlite_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
@@ -57,6 +67,12 @@ def _sqlite_reopen(args: Mapping[str, Any]) -> EventLog:
     from .sqlite.log import SqliteEventLog
 
     return SqliteEventLog(args["path"], args["run_id"], create=False)
+
+
+def _sqlite_resolve(run_id: str | None, *, data_dir: Path, bootstrap: str | None) -> str:
+    from .datadir import DataDir
+
+    return DataDir(data_dir).resolve(run_id)
 
 
 def _sqlite_remove(run_id: str, *, data_dir: Path, bootstrap: str | None) -> None:
@@ -88,7 +104,9 @@ def _kafka_list(*, data_dir: Path, bootstrap: str | None) -> list[str]:
 
 
 def _kafka_reopen(args: Mapping[str, Any]) -> EventLog:
-    return _kafka_class()(args["bootstrap"], args["run_id"], create=False)
+    # ``connect_timeout_s`` (optional): how long to wait for the broker
+    extra = {"connect_timeout_s": float(args["connect_timeout_s"])} if "connect_timeout_s" in args else {}
+    return _kafka_class()(args["bootstrap"], args["run_id"], create=False, **extra)
 
 
 def _kafka_remove(run_id: str, *, data_dir: Path, bootstrap: str | None) -> None:
@@ -105,8 +123,9 @@ BACKENDS: dict[str, LogBackend] = {
     b.name: b
     for b in (
         LogBackend("sqlite", _sqlite_open, _sqlite_list, _sqlite_reopen, "embedded default: one SQLite file per run",
-                   remove=_sqlite_remove),
-        LogBackend("kafka", _kafka_open, _kafka_list, _kafka_reopen, "Apache Kafka: one topic per run", remove=_kafka_remove),
+                   remove=_sqlite_remove, resolve=_sqlite_resolve),
+        LogBackend("kafka", _kafka_open, _kafka_list, _kafka_reopen, "Apache Kafka: one topic per run", remove=_kafka_remove,
+                   consumer_driver="faust"),
     )
 }
 
@@ -127,3 +146,8 @@ def log_backend(name: str) -> LogBackend:
 def reopen_log(backend: str, args: Mapping[str, Any]) -> EventLog:
     """Open, in this process, the log another process described with ``(log.backend, log.reopen_args())``."""
     return log_backend(backend).reopen(args)
+
+
+def driver_backends(driver: str) -> list[str]:
+    """The backends whose projections ``driver`` can feed (``faust``: the Kafka ones)."""
+    return [b.name for b in BACKENDS.values() if driver == "embedded" or b.consumer_driver == driver]

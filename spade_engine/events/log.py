@@ -163,6 +163,13 @@ class EventLog(Protocol):
         """Number of distinct events of each type."""
         ...
 
+    def scan_counts(self) -> tuple[dict[str, int], list[tuple[int, int, str]] | None]:
+        """:meth:`count_by_type` with every record decoded, and the records that do not decode as
+        ``(partition, offset, reason)``, each also kept as a dead letter. The list is ``None`` for
+        a backend that decodes every event before it stores it (nothing undecodable can be in its
+        log, so there is nothing to scan)."""
+        ...
+
     def dead_letter(self, raw: bytes, reason: str, *, source: str = "") -> None:
         """Keep undecodable input with the reason it was rejected."""
         ...

@@ -39,9 +39,11 @@ def list_runs(*, data_dir: Path, backend: Backend = "sqlite", bootstrap: str | N
 def resolve_run(
     run_id: str | None, *, data_dir: Path, backend: Backend = "sqlite", bootstrap: str | None = None
 ) -> str:
-    """The given run (or a unique prefix of it), else the latest run on the backend."""
-    if backend == "sqlite":
-        return DataDir(data_dir).resolve(run_id)
+    """The given run (or a unique prefix of it), else the latest run on the backend (the backend's
+    own ``resolve`` when it registers one)."""
+    own = log_backend(backend).resolve
+    if own is not None:
+        return own(run_id, data_dir=data_dir, bootstrap=bootstrap)
     runs = list_runs(data_dir=data_dir, backend=backend, bootstrap=bootstrap)
     if run_id is None:
         if not runs:

@@ -1,19 +1,23 @@
 """Hugging Face helpers shared by the policy backends and the trainer: offline mode, device and
-dtype resolution, and safetensors weights (effective state dicts, in-place loading).
+dtype resolution, and safetensors load/save (effective state dicts, in-place loading, files with
+canonical metadata).
 
 The trainer writes checkpoints with :func:`effective_state_dict` (LoRA merged, tied tensors once)
-and every policy backend loads them with :func:`load_weights_into`, so both sides agree on the
-format without depending on each other.
+and :func:`save_safetensors`, and every policy backend loads them with :func:`load_weights_into`
+(vLLM: :func:`load_safetensors`), so both sides agree on the format without depending on each
+other.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from ..errors import SpadeError
 
@@ -27,7 +31,16 @@ __all__ = [
     "is_peft",
     "effective_state_dict",
     "load_weights_into",
+    "SAFETENSORS",
+    "save_safetensors",
+    "load_safetensors",
+    "load_safetensors_with_metadata",
 ]
+
+#: the media type of a safetensors blob
+SAFETENSORS = "application/vnd.safetensors"
+#: the one metadata key :func:`save_safetensors` writes (its value: canonical JSON)
+_META_KEY = "spade"
 
 
 class PolicyLoadError(SpadeError):
@@ -116,7 +129,7 @@ def load_weights_into(model: Any, path: str | Path) -> None:
     Every tensor in the file must match a parameter/buffer; names missing from the file must be
     tied to one that is present (e.g. ``lm_head.weight``). Raises ``ValueError`` otherwise.
     """
-    sd = load_file(str(path))
+    sd = load_safetensors(path)
     target = unwrap_model(model)
     if is_peft(target):
         base = target.get_base_model()
@@ -143,3 +156,27 @@ def load_weights_into(model: Any, path: str | Path) -> None:
     with torch.no_grad():
         for k, v in sd.items():
             own[k].copy_(v.to(device=own[k].device, dtype=own[k].dtype))
+
+
+def save_safetensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, Any]) -> None:
+    """Write ``tensors`` to the safetensors file ``path`` with ``metadata`` (JSON values).
+
+    safetensors writes its metadata map in hash order: the metadata is kept under ONE key as a
+    canonical JSON string, so identical content always gives identical bytes (hence the same
+    digest in the blob store)."""
+    meta = {_META_KEY: json.dumps(metadata, sort_keys=True, separators=(",", ":"))}
+    save_file(tensors, str(path), metadata=meta)
+
+
+def load_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors file ``path`` (on the CPU)."""
+    return load_file(str(path))
+
+
+def load_safetensors_with_metadata(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The tensors of the safetensors file ``path`` and the metadata :func:`save_safetensors`
+    wrote (``{}`` for a file written otherwise)."""
+    with safe_open(str(path), framework="pt") as fh:
+        meta = json.loads((fh.metadata() or {}).get(_META_KEY, "{}"))
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    return tensors, meta

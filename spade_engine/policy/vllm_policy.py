@@ -126,9 +126,9 @@ class VllmPolicy:
 
     def load_version(self, version: str, checkpoint: str | None) -> None:
         if checkpoint is not None:
-            from safetensors.torch import load_file
+            from .hf import load_safetensors
 
-            weights = list(load_file(checkpoint).items())
+            weights = list(load_safetensors(checkpoint).items())
             self.llm.apply_model(lambda model: model.load_weights(weights))
             self.llm.reset_prefix_cache()
         self.checkpoint = checkpoint

@@ -42,6 +42,7 @@ from ..errors import SpadeError
 from ..engine.state import RunState
 from ..events.store import resolve_data_dir
 from ..recorded import recorded_config, with_local_sandbox
+from ..policy.registry import backend as policy_backend
 from ..textout import is_terminal, note, plain, print_json, say, styled, tsv_row
 
 __all__ = ["start", "status", "render_stats", "print_stats", "stats_rows", "progress_line", "next_commands", "retrain_command",
@@ -242,7 +243,7 @@ def start(
                     "yellow")))
     verb = "starting new run" if create else "resuming run"
     note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
-    if cfg.policy.kind != "procedural" and cfg.policy.model:
+    if policy_backend(cfg.policy.kind).needs_model and cfg.policy.model:
         note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
         engine = opened.engine
@@ -268,7 +269,7 @@ def start(
         band = (cfg.reward.band_low, cfg.reward.band_high)
         activity = ModelActivity()
         activity.attach(engine.ctx)
-        if cfg.policy.kind != "procedural" and str(getattr(engine.ctx.policy, "describe", lambda: {})().get("device", "")) == "cpu":
+        if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
             note(styled((
                 f"{cfg.policy.model} runs on the CPU: expect minutes per designer batch "
                 f"({stages_batch(cfg, engine.ctx.policy)} proposals, up to {cfg.policy.generation.designer.max_new_tokens} "

@@ -158,7 +158,9 @@ def build_context(
             if "embedder" in needs:
                 from ..archive.embedder import Embedder
 
-                quiet_model_loading(single_thread=role != "engine" or cfg.policy.kind == "procedural")
+                from ..policy.registry import backend as policy_backend
+
+                quiet_model_loading(single_thread=role != "engine" or not policy_backend(cfg.policy.kind).needs_model)
                 embedder = Embedder(cfg.memory.embedding_model)
                 if role != "engine":
                     embedder.embed(["warm-up"])  # load the model before joining the group, not on the first input

@@ -1,6 +1,7 @@
 """Opening a runnable engine for a run: its log, the stage context (:mod:`.context`), the live
-projections and, with ``trainer.enabled``, the in-process trainer (with ``eval.every`` > 0, its
-periodic held-out evaluator, :mod:`spade_engine.evaluation.periodic`, using the engine's policy).
+projections and, with ``trainer.enabled``, the in-process trainer (built by
+:func:`~.training.build_trainer`; with ``eval.every`` > 0 it is handed a periodic held-out
+evaluator, :mod:`spade_engine.evaluation.periodic`, using the engine's policy).
 With ``loop.env_source`` set, new environments come from that fixed source
 (:mod:`spade_engine.envsources`) instead of the designer.
 
@@ -88,17 +89,17 @@ def require_trainable(cfg: EngineConfig) -> None:
         )
 
 
-def make_inprocess_trainer(cfg: EngineConfig, log: Any, blobs: BlobStore, *, data_dir: Path | None = None) -> Any:
-    """The trainer of ``trainer.enabled``: trains the run's own model between environments.
+def make_inprocess_trainer(
+    cfg: EngineConfig, log: Any, blobs: BlobStore, *, data_dir: Path | None = None, evaluator: Any = None
+) -> Any:
+    """The trainer of ``trainer.enabled``: trains the run's own model between environments
+    (:func:`~.training.build_trainer`), with ``evaluator`` told about its versions.
 
     It needs a policy with weights (see :func:`require_trainable`)."""
     require_trainable(cfg)
-    from ..trainer.loop import Trainer
+    from .training import build_trainer
 
-    return Trainer(
-        log, blobs=blobs, config=cfg.trainer, base_model=cfg.policy.model, temperature=cfg.policy.generation.trained_temperatures(),
-        data_dir=data_dir,
-    )
+    return build_trainer(cfg, log, blobs, data_dir=data_dir, evaluator=evaluator)
 
 
 def open_engine(
@@ -141,19 +142,22 @@ def open_engine(
         )
         closers.append(built.close)
         blobs = BlobStore(DataDir(data_dir).blobs_dir)
-        trainer = make_inprocess_trainer(cfg, log, blobs, data_dir=data_dir) if cfg.trainer.enabled else None
-        if trainer is not None and cfg.eval.every > 0:
-            from ..evaluation.periodic import PeriodicEvaluator, run_log_opener
+        trainer = None
+        if cfg.trainer.enabled:
+            evaluator = None
+            if cfg.eval.every > 0:
+                from ..evaluation.periodic import PeriodicEvaluator, run_log_opener
 
-            # the engine's own policy: it loads each new version before the next environment anyway
-            trainer.evaluator = PeriodicEvaluator(
-                cfg.eval, log=log, blobs=blobs, policy=built.ctx.policy, pool=built.ctx.pool, sandbox=cfg.sandbox,
-                open_log=run_log_opener(data_dir, backend=cfg.log.backend, bootstrap=cfg.log.bootstrap),
-                model=cfg.policy.model,
-                on_progress=lambda task, done, total, ctx=built.ctx: ctx.activity(
-                    f"held-out evaluation: {task} {done}/{total} items"),
-            )
-            closers.append(trainer.evaluator.close)
+                # the engine's own policy: it loads each new version before the next environment anyway
+                evaluator = PeriodicEvaluator(
+                    cfg.eval, log=log, blobs=blobs, policy=built.ctx.policy, pool=built.ctx.pool, sandbox=cfg.sandbox,
+                    open_log=run_log_opener(data_dir, backend=cfg.log.backend, bootstrap=cfg.log.bootstrap),
+                    model=cfg.policy.model,
+                    on_progress=lambda task, done, total, ctx=built.ctx: ctx.activity(
+                        f"held-out evaluation: {task} {done}/{total} items"),
+                )
+                closers.append(evaluator.close)
+            trainer = make_inprocess_trainer(cfg, log, blobs, data_dir=data_dir, evaluator=evaluator)
         engine = Engine(
             log=log, cfg=cfg, ctx=built.ctx, runner=built.runner, blobs=blobs, parent_run_id=parent_run_id,
             trainer=trainer, proposer=proposer,

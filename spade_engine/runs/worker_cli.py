@@ -27,6 +27,7 @@ from ..config import EngineConfig, load_config
 from ..engine.worker import ROLES
 from ..errors import SpadeError
 from ..events.errors import RunNotFound
+from ..events.backends import log_backend
 from ..events.store import DataDir, open_event_log, resolve_data_dir, resolve_run
 from ..recorded import recorded_config, with_local_sandbox
 
@@ -209,7 +210,7 @@ def _consumers(log, cfg, root, b, boot, archive_url, until_idle, say) -> None:
     projs = open_live_projections(DataDir(root).run_dir(run_id), cfg, archive_url=archive_url)
     stats = RunStatsProjection(run_id, snapshot_path(root, run_id))
     try:
-        if b == "kafka":
+        if log_backend(b).consumer_driver == "faust":
             from ..consumers.faust_app import FaustRunner
 
             log.close()
@@ -228,22 +229,22 @@ def _consumers(log, cfg, root, b, boot, archive_url, until_idle, say) -> None:
 
 def _trainer(log, cfg, root, stop, until_idle, say) -> None:
     from ..blobs import BlobStore
-    from ..trainer.loop import Trainer
-
-    trainer = Trainer(
-        log, blobs=BlobStore(DataDir(root).blobs_dir), config=cfg.trainer, base_model=cfg.policy.model or "tiny",
-        temperature=cfg.policy.generation.trained_temperatures(), producer="trainer", data_dir=root,
-        on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
-    )
     from ..evaluation.periodic import standalone_evaluator
+    from .training import build_trainer
 
-    trainer.evaluator = standalone_evaluator(
-        cfg, log, trainer.blobs, base_model=trainer.base_model, data_dir=root,
+    blobs = BlobStore(DataDir(root).blobs_dir)
+    base = cfg.policy.model or "tiny"
+    evaluator = standalone_evaluator(
+        cfg, log, blobs, base_model=base, data_dir=root,
         on_result=lambda version, events: say(f"evaluated {version}: " + ", ".join(f"{e.task} {e.accuracy:.3f}" for e in events)),
     )
     try:
+        trainer = build_trainer(
+            cfg, log, blobs, base_model=base, data_dir=root, evaluator=evaluator,
+            on_update=lambda ev: say(f"published {ev.version} ({len(ev.env_ids)} environments)"),
+        )
         published = trainer.run(follow=True, stop=stop, idle_timeout=until_idle)
     finally:
-        if trainer.evaluator is not None:
-            trainer.evaluator.close()
+        if evaluator is not None:
+            evaluator.close()
     say(f"stopped after {len(published)} updates")

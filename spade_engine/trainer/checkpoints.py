@@ -1,12 +1,13 @@
 """Checkpoints: model weights (and optimizer state) as safetensors in the content-addressed store,
-and the PolicyUpdated events that announce them.
+and the PolicyUpdated events that announce them. The safetensors files themselves are written and
+read by the Hugging Face helpers the policies share (:mod:`spade_engine.policy.hf`).
 
 * :func:`save_weights` writes the *effective* weights of a model (LoRA adapters merged into
   their base layers, tied tensors stored once) to ``<data>/blobs`` and returns a
   :class:`~spade_engine.events.catalogue.BlobRef` (``cas://sha256/<hex>``); the same weights
   always give the same digest;
-* :func:`load_weights_into` copies a checkpoint into a model in place (so compiled graphs and
-  static caches built on it stay valid);
+* :func:`load_weights_into` (re-exported from :mod:`spade_engine.policy.hf`) copies a checkpoint
+  into a model in place (so compiled graphs and static caches built on it stay valid);
 * :func:`save_optimizer` / :func:`load_optimizer` round-trip an optimizer's state (tensors in
   safetensors, hyper-parameters in its metadata) so a resumed trainer continues AdamW exactly;
   :func:`save_deepspeed_state` / :func:`load_deepspeed_state` do the same for a DeepSpeed engine
@@ -17,7 +18,6 @@ and the PolicyUpdated events that announce them.
 
 from __future__ import annotations
 
-import json
 import os
 import tarfile
 import tempfile
@@ -25,10 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 
 from ..blobs import BlobStore
-from ..policy.hf import effective_state_dict, load_weights_into
+from ..policy.hf import (
+    SAFETENSORS,
+    effective_state_dict,
+    load_safetensors_with_metadata,
+    load_weights_into,
+    save_safetensors,
+)
 from ..events.catalogue import BlobRef, PolicyUpdated
 from ..events.log import EventLog, Record
 
@@ -47,20 +52,17 @@ __all__ = [
     "verified_path",
 ]
 
-SAFETENSORS = "application/vnd.safetensors"
 DEEPSPEED_STATE = "application/x-tar; format=deepspeed-checkpoint"
 _DS_TAG = "state"
 
 
 def _put_safetensors(blobs: BlobStore, tensors: dict[str, torch.Tensor], metadata: dict[str, Any]) -> BlobRef:
-    # safetensors writes its metadata map in hash order: keep ONE key (a canonical JSON string)
-    # so identical content always gives identical bytes, hence the same digest
-    meta = {"spade": json.dumps(metadata, sort_keys=True, separators=(",", ":"))}
+    # identical content gives identical bytes (save_safetensors), hence the same digest
     blobs.root.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=blobs.root, prefix=".ckpt-", suffix=".safetensors")
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=meta)
+        save_safetensors(tensors, tmp, metadata)
         return blobs.put_file(tmp, media_type=SAFETENSORS)
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -91,11 +93,7 @@ def save_optimizer(optimizer: torch.optim.Optimizer, blobs: BlobStore) -> BlobRe
 
 def load_optimizer(optimizer: torch.optim.Optimizer, path: str | Path) -> None:
     """Restore state written by :func:`save_optimizer` into ``optimizer`` (same parameter order)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as fh:
-        meta = json.loads((fh.metadata() or {}).get("spade", "{}"))
-        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    tensors, meta = load_safetensors_with_metadata(path)
     state: dict[int, dict[str, Any]] = {}
     for key, val in tensors.items():
         pid, name = key.split(".", 1)

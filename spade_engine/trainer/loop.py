@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..blobs import BlobStore
 from ..config import TrainerConfig
@@ -54,12 +54,27 @@ from .checkpoints import (
 from .model import TrainerSetupError, TrainModel, load_base_model
 from .update import train_on_samples
 
-__all__ = ["Trainer", "TrainerState", "FAULT_ENV", "GROUP"]
+__all__ = ["Trainer", "TrainerState", "UpdateObserver", "FAULT_ENV", "GROUP"]
 
 GROUP = "trainer"
 FAULT_ENV = "SPADE_TRAINER_FAULT"
 _fault_counts: dict[str, int] = {}
 logger = logging.getLogger(__name__)
+
+
+class UpdateObserver(Protocol):
+    """What the trainer tells about its versions, injected by whoever builds it (the periodic
+    held-out evaluation of ``[eval]``, :class:`spade_engine.evaluation.periodic.PeriodicEvaluator`):
+    the trainer never imports the evaluation, which plays episodes with the engine's code."""
+
+    def catch_up(self, latest: PolicyUpdated | None) -> object:
+        """Called once before the first read, with the version the trainer resumed from (or
+        ``None`` for the base weights)."""
+        ...
+
+    def after_update(self, ev: PolicyUpdated) -> object:
+        """Called after each published update."""
+        ...
 
 
 def _fault(point: str) -> None:
@@ -113,6 +128,7 @@ class Trainer:
             one per trained role (``GenerationConfig.trained_temperatures()``);
             ``trainer.temperature``, when set, overrides it for every role.
         data_dir: where a catalogue model name in ``base_model`` is looked up (its model cache).
+        evaluator: told about the base weights and each published version (:class:`UpdateObserver`).
     """
 
     def __init__(
@@ -127,6 +143,7 @@ class Trainer:
         producer: str = "trainer",
         on_update: Callable[[PolicyUpdated], None] | None = None,
         data_dir: Any = None,
+        evaluator: UpdateObserver | None = None,
     ):
         from ..policy.hf import resolve_device
 
@@ -165,10 +182,8 @@ class Trainer:
         self.held = _Held()
         self.updates: list[PolicyUpdated] = []
         self.pad_id = 0
-        #: periodic held-out evaluation (``[eval]``): an object with ``catch_up(latest)``, called
-        #: once before the first read, and ``after_update(ev)``, called after each published update
-        #: (:class:`spade_engine.evaluation.periodic.PeriodicEvaluator`)
-        self.evaluator: Any = None
+        #: periodic held-out evaluation (``[eval]``), or ``None``
+        self.evaluator: UpdateObserver | None = evaluator
 
     def _restore_optimizer(self, version: str, ref: BlobRef) -> None:
         """Load version's optimizer state, if it was written by the same kind of trainer (plain

@@ -1,4 +1,9 @@
-"""``spade-engine train``: run the replay-driven trainer on a run's log (one-shot or ``--follow``)."""
+"""``spade-engine train``: run the replay-driven trainer on a run's log (one-shot or ``--follow``),
+with the periodic held-out evaluator of ``[eval]`` beside it.
+
+It lives in ``runs`` (not ``trainer``) because it wires the trainer to the evaluation, which
+plays episodes with the engine's rollout code: the trainer itself never reaches the engine.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from ..errors import ConfigError, SpadeError
 from ..events.catalogue import PolicyUpdated
 from ..events.log import EventLog
 from ..events.store import resolve_data_dir
+from ..policy.registry import backend as policy_backend
 from ..recorded import recorded_config
 
 __all__ = ["train_command", "run_config", "base_model_of"]
@@ -42,7 +48,7 @@ def base_model_of(log: EventLog, cfg: EngineConfig, model: str | None) -> str:
             ev = rec.envelope.event()
             if ev.base_model:
                 return ev.base_model
-    if cfg.policy.kind == "transformers" and cfg.policy.model:
+    if policy_backend(cfg.policy.kind).trainable and cfg.policy.model:
         return cfg.policy.model
     raise ConfigError("no model to train: pass --model (a local path, a hub id available offline, or tiny[:SEED])")
 
@@ -67,7 +73,7 @@ def train_command(
     """Train the shared policy on a run's plays: GRPO on the agent's plain plays and the designer's
     proposals, from the trainer's committed position. Each update writes a safetensors checkpoint
     to <data>/blobs and appends PolicyUpdated. Safe to kill at any time and start again."""
-    from .loop import Trainer
+    from .training import build_trainer
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
@@ -86,33 +92,34 @@ def train_command(
                 f"consumed {ev.consumed}"
             )
 
-        trainer = Trainer(
-            log, blobs=blobs, config=cfg.trainer, base_model=base, temperature=cfg.policy.generation.trained_temperatures(), on_update=report,
-            data_dir=resolve_data_dir(data_dir),
-        )
-        from ..evaluation.periodic import standalone_evaluator
-
         def report_eval(version: str, events: list[Any]) -> None:
             accs = ", ".join(f"{e.task} {e.accuracy:.3f}" for e in events)
             say(f"{version} held-out: {accs}")
 
-        trainer.evaluator = standalone_evaluator(
+        from ..evaluation.periodic import standalone_evaluator
+
+        evaluator = standalone_evaluator(
             cfg, log, blobs, base_model=base, data_dir=resolve_data_dir(data_dir), on_result=report_eval
         )
-        if trainer.resumed_from is not None:
-            say(f"resuming {run_id} from {trainer.state.version} (consumed {trainer.state.consumed})")
-        stop = threading.Event()
-        old = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
-            published = trainer.run(
-                follow=follow, stop=stop, idle_timeout=idle_timeout, max_updates=max_updates, flush=not no_flush
+            trainer = build_trainer(
+                cfg, log, blobs, base_model=base, on_update=report, data_dir=resolve_data_dir(data_dir), evaluator=evaluator
             )
-        except KeyboardInterrupt:
-            published = trainer.updates
+            if trainer.resumed_from is not None:
+                say(f"resuming {run_id} from {trainer.state.version} (consumed {trainer.state.consumed})")
+            stop = threading.Event()
+            old = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            try:
+                published = trainer.run(
+                    follow=follow, stop=stop, idle_timeout=idle_timeout, max_updates=max_updates, flush=not no_flush
+                )
+            except KeyboardInterrupt:
+                published = trainer.updates
+            finally:
+                signal.signal(signal.SIGTERM, old)
         finally:
-            signal.signal(signal.SIGTERM, old)
-            if trainer.evaluator is not None:
-                trainer.evaluator.close()
+            if evaluator is not None:
+                evaluator.close()
         say(
             f"{len(published)} update(s); policy {trainer.state.version}; "
             f"already-trained groups skipped on resume: {trainer.assembler.already_trained}"
