@@ -460,3 +460,30 @@ def test_real_qwen_0_5b_fetches_loads_and_answers():
     new = out[0, enc["input_ids"].shape[1]:].tolist()
     assert tok.decode(new, skip_special_tokens=True).strip() == "5"
     assert new[-1] == tok.eos_token_id  # the turn ended by itself
+
+
+def test_a_catalogue_model_brings_its_preset_to_a_new_run(tmp_path, monkeypatch):
+    """`start --model NAME` with a catalogue model whose entry names a preset uses it for a new
+    run (and says so); an explicit --preset wins. The small models name `small-model`."""
+    from spade_engine.errors import SpadeError
+    from spade_engine.models.catalogue import load_catalogue
+    from spade_engine.runs.cli import catalogue_preset
+
+    cat = load_catalogue()
+    assert cat.entries["qwen2.5-coder-0.5b-instruct"].preset == cat.entries["qwen2.5-coder-1.5b-instruct"].preset == "small-model"
+    assert catalogue_preset("qwen2.5-coder-0.5b-instruct") == "small-model" and catalogue_preset("/some/dir") is None
+    seen = []
+
+    def fake_open_engine(cfg, **kw):
+        seen.append(cfg)
+        raise SpadeError("stopped by the test before the model loads")
+
+    monkeypatch.setattr("spade_engine.runs.engine.open_engine", fake_open_engine)
+    res = runner.invoke(app, ["start", "--model", "qwen2.5-coder-0.5b-instruct", "-d", str(tmp_path / "a")])
+    assert res.exit_code == 2 and "stopped by the test" in res.output
+    assert "preset small-model: the model catalogue's choice for qwen2.5-coder-0.5b-instruct" in res.output
+    cfg = seen[-1]
+    assert cfg.loop.designer_format == "puzzle" and cfg.policy.generation.agent.max_new_tokens == 512
+    res = runner.invoke(app, ["start", "--model", "qwen2.5-coder-0.5b-instruct", "--preset", "laptop", "-d", str(tmp_path / "b")])
+    assert "preset small-model" not in res.output and seen[-1].loop.designer_format == "standalone"
+    assert seen[-1].policy.generation.agent.max_new_tokens == 8192

@@ -172,7 +172,7 @@ def start(
     bootstrap: BootstrapOpt = None,
     data_dir: DataDirOpt = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (defaults < preset < file < SPADE_* env < flags).", show_default=False)] = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", help="A named config for a new run: laptop (the defaults) or spade-release (the public release's recipe); see `spade-engine config show --preset NAME`.", show_default=False)] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="A named config for a new run: laptop (the defaults), spade-release (the public release's recipe) or small-model (a 0.5B-1.5B model on a CPU; a catalogue model names its own); see `spade-engine config show --preset NAME`.", show_default=False)] = None,
     run: Annotated[Optional[str], typer.Option("--run", help="Resume this run (id or unique prefix).", show_default=False)] = None,
     new: Annotated[bool, typer.Option("--new", help="Always start a new run instead of resuming the latest unfinished one.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Run seed (new runs only).", show_default=False)] = None,
@@ -219,6 +219,11 @@ def start(
                 flags.update(source_run_policy(source_spec, data_dir=root, backend=b, bootstrap=boot))
         if model:
             flags.update({"policy.kind": "transformers", "policy.model": model})
+        if preset is None and model:
+            preset = catalogue_preset(model)
+            if preset is not None:
+                note(styled((f"preset {preset}: the model catalogue's choice for {model} (--preset laptop for the "
+                             "engine's defaults; spade-engine config show --preset " + preset + ")", "dim")))
         cfg = load_config(config, overrides=flags, preset=preset)
         if source_spec is None and cfg.loop.env_source:  # from the config file, a preset or SPADE_LOOP__ENV_SOURCE
             cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
@@ -427,3 +432,11 @@ def retrain_command(
     plays, as a NEW run linked to the old one (RunStarted.parent_run_id). Same as
     `spade-engine replay RUN --retrain --model M`."""
     run_retrain(run, model, data_dir, max_envs, backend, bootstrap)
+
+
+def catalogue_preset(model: str) -> str | None:
+    """The preset the model catalogue names for ``model`` (a catalogue name), else ``None``."""
+    from ..models.catalogue import load_catalogue
+
+    cat = load_catalogue()
+    return cat.entries[model].preset if model in cat.entries else None
