@@ -314,7 +314,12 @@ class SandboxConfig(_Section):
     memory_mb: int = Field(1024, ge=64)
     cpu_s: int = Field(30, ge=1)
     max_tasks_per_worker: int = Field(200, ge=1)
-    require_isolation: bool = False
+    require_isolation: bool = Field(False, description="refuse to run when any isolation layer is missing")
+    allow_without_seccomp: bool = Field(
+        False,
+        description="run an isolated pool even when its seccomp filter cannot be installed (no libseccomp binding: "
+        "python3-seccomp or pyseccomp); by default such a pool refuses to start",
+    )
     acquire_timeout_s: float = Field(60.0, gt=0, description="open_session waits this long for a free worker")
     tmp_size_mb: int = Field(64, ge=1, description="size of each worker's private /tmp (tmpfs)")
     file_size_mb: int = Field(16, ge=1, description="RLIMIT_FSIZE")

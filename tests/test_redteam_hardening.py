@@ -325,6 +325,47 @@ def test_require_isolation_refuses_a_pool_without_the_kernel_filter():
         SandboxPool(cfg, isolate=False)  # no layer at all, the kernel filter among them
 
 
+def test_an_isolated_pool_without_the_kernel_filter_is_refused_unless_allowed(monkeypatch, canary):
+    """The seccomp layer fails closed: with the binding hidden inside the worker (everything else
+    in place), the pool refuses to start, naming the packages and the opt-out; with the opt-out it
+    runs, reporting the layer missing."""
+    from spade_engine.sandbox import IsolationError
+
+    monkeypatch.setenv("SPADE_SANDBOX_NO_SECCOMP_BINDING", "1")
+    cfg = fast_config(workers=1, uid_base=2_000_000_127)
+    assert cfg.allow_without_seccomp is False  # the default
+    with pytest.raises(IsolationError) as refused:
+        SandboxPool(cfg)
+    msg = str(refused.value)
+    assert "seccomp" in msg and "python3-seccomp" in msg and "pyseccomp" in msg and "libseccomp2" in msg
+    assert "sandbox.allow_without_seccomp = true" in msg and "no libseccomp binding" in msg
+    assert wait_no_sandbox_processes(cfg) == []
+    with SandboxPool(cfg.model_copy(update={"allow_without_seccomp": True})) as p:
+        assert p.layers["seccomp"] is False and p.missing_layers == ["seccomp"]  # only the kernel filter is gone
+        assert "SPADE_SANDBOX_NO_SECCOMP_BINDING" in p.layer_details["seccomp"]
+        v = Validator(p, turn_limit=8)
+        assert v.validate((ENVS / "arithmetic_env.py").read_text()).valid
+        r = v.validate((REDTEAM / "os_system.py").read_text())
+        assert verdict(r) == "forbidden"  # the audit hook still holds
+        assert_nothing_escaped(p, canary)
+    monkeypatch.delenv("SPADE_SANDBOX_NO_SECCOMP_BINDING")
+    with SandboxPool(cfg) as p:  # the binding back: the default pool has its filter
+        assert p.layers["seccomp"] and "seccomp" not in p.missing_layers
+
+
+def test_start_refuses_without_the_kernel_filter_and_warns_when_allowed(tmp_path, monkeypatch):
+    """`start` says why it cannot run (no traceback), and with the opt-out it warns, as `validate` does."""
+    monkeypatch.setenv("SPADE_SANDBOX_NO_SECCOMP_BINDING", "1")
+    args = ["start", "--seed", "1", "--max-envs", "1", "--plays", "1", "-d", str(tmp_path), "--no-progress"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code != 0 and "allow_without_seccomp" in refused.output, refused.output
+    assert "Traceback" not in refused.output
+    monkeypatch.setenv("SPADE_SANDBOX__ALLOW_WITHOUT_SECCOMP", "1")
+    ran = CliRunner().invoke(app, [*args[:1], "--new", *args[1:]])
+    assert ran.exit_code == 0, ran.output
+    assert "sandbox layers missing: seccomp" in ran.output
+
+
 # ----------------------------------------------------------------------------------------------
 # 4. one task affecting the next
 

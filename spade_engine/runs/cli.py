@@ -246,6 +246,10 @@ def start(
         note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
         engine = opened.engine
+        if engine.ctx.pool is not None:
+            from ..sandbox.cli import warn_missing_layers
+
+            warn_missing_layers(engine.ctx.pool)
         if engine.trainer is not None:
             note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
             if engine.trainer.evaluator is not None:

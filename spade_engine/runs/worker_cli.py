@@ -192,6 +192,10 @@ def _group_role(role, log, cfg, root, novelty, stop, say, until_idle, session_ti
     from .context import build_context
 
     with build_context(cfg, role=role, log=log, data_dir=root, memory=novelty) as built:
+        if built.ctx.pool is not None:
+            from ..sandbox.cli import warn_missing_layers
+
+            warn_missing_layers(built.ctx.pool)
         blobs = BlobStore(DataDir(root).blobs_dir)
         cls = {"validator": ValidatorWorker, "rollout": RolloutWorker, "regret": RegretWorker}[role]
         extra = {"feed": built.feed} if role == "validator" else {}

@@ -91,6 +91,18 @@ def where_in_environment(trace: str) -> str:
     return f" (line {line} in {fn}: {src[:160]}{'...' if len(src) > 160 else ''})"
 
 
+def no_seccomp_message(detail: str) -> str:
+    """Why an isolated pool refuses to start without its seccomp filter, and what to do."""
+    return (
+        f"the sandbox's kernel filter (seccomp) could not be installed ({detail or 'unknown reason'}); "
+        "refusing to run model-written code without it. Install a libseccomp binding for this Python: "
+        "Debian/Ubuntu `apt-get install libseccomp2 python3-seccomp` (for the system Python) or "
+        "`pip install pyseccomp` (needs libseccomp.so.2 from libseccomp2). To run anyway, with the audit hook "
+        "and the other OS layers only, set sandbox.allow_without_seccomp = true "
+        "(or SPADE_SANDBOX__ALLOW_WITHOUT_SECCOMP=1)"
+    )
+
+
 class _Worker:
     """One worker process: its pipes, its frame buffers, its state."""
 
@@ -130,6 +142,8 @@ class _Worker:
             "tmp_size_mb": cfg.tmp_size_mb,
             "keep_paths": [str(WORKER_SCRIPT.parent)],
             "preload": list(cfg.preload_modules),
+            # a test switch: the worker behaves as if no libseccomp binding were installed
+            "seccomp_binding": not os.environ.get("SPADE_SANDBOX_NO_SECCOMP_BINDING"),
         }
         import json
 
@@ -590,6 +604,10 @@ class SandboxPool:
             if self.config.require_isolation:
                 self.close()
                 raise IsolationError(msg + " (sandbox.require_isolation is set)")
+            if isolate and not self.layers.get("seccomp") and not self.config.allow_without_seccomp:
+                # the kernel layer fails closed: an isolated pool without it refuses to run
+                self.close()
+                raise IsolationError(no_seccomp_message(self.layer_details.get("seccomp", "")))
             if isolate:
                 log.warning("%s; running with the rest", msg)
             else:

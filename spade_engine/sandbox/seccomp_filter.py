@@ -41,7 +41,7 @@ import os
 import socket
 from typing import Any
 
-__all__ = ["KILLED", "CLONE_NS_FLAGS", "load_binding", "install", "active"]
+__all__ = ["KILLED", "CLONE_NS_FLAGS", "load_binding", "block_binding", "install", "active"]
 
 #: system calls that kill the task process
 KILLED: tuple[str, ...] = (
@@ -76,11 +76,21 @@ _DEBIAN_DIRS = ("/usr/lib/python3/dist-packages",)
 
 _binding: Any = None
 _binding_name = ""
+_blocked = ""
+
+
+def block_binding(why: str) -> None:
+    """Behave as if no binding were installed: :func:`load_binding` returns ``(None, why)``
+    (how the engine tests that a pool without the kernel filter is refused)."""
+    global _binding, _binding_name, _blocked
+    _binding, _binding_name, _blocked = None, "", why
 
 
 def load_binding() -> tuple[Any, str]:
     """The libseccomp binding (module, how it was found), or ``(None, why not)``. Cached."""
     global _binding, _binding_name
+    if _blocked:
+        return None, _blocked
     if _binding is not None:
         return _binding, _binding_name
     try:
