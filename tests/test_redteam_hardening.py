@@ -458,8 +458,19 @@ def test_recorded_texts_are_bounded_with_a_marker():
 # 6. host files
 
 
+#: host-wide /proc files and the per-process ones that show the host (the mount table)
+HOST_PROC = (
+    "/proc/sys/kernel/hostname", "/proc/sys/kernel/random/boot_id", "/proc/version", "/proc/meminfo", "/proc/uptime",
+    "/proc/net/dev", "/proc/stat", "/proc/loadavg", "/proc/cpuinfo", "/proc/self/mountinfo", "/proc/self/mounts",
+    "/proc/self/mountstats", "/proc/self/net/dev", "/proc/self/cgroup", "/proc/1/mountinfo", "/proc/cmdline",
+    "/proc/kallsyms",
+)
+
+
 def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path, canary):
-    """With the audit hook off, the file system itself shows nothing of the host."""
+    """With the audit hook off, the file system itself shows nothing of the host: no checkout, no
+    data, and no /proc at all (its host-wide files and the mount table are not there), and the
+    host name is the sandbox's own."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     secret = f"spade-host-secret-{uuid.uuid4().hex}"
@@ -467,28 +478,51 @@ def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path,
     repo = Path(__file__).resolve().parent.parent
     probe = textwrap.dedent(
         f"""
-        import json, os, sys
+        import ctypes, json, os, socket, sys
         def seen(p):
             try:
-                return sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read(200)
+                return sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read(4000)
             except OSError as e:
                 return type(e).__name__
+        def sysinfo():
+            buf = ctypes.create_string_buffer(256)  # struct sysinfo: uptime, loads, memory
+            libc = ctypes.CDLL(None, use_errno=True)
+            return [libc.sysinfo(buf), ctypes.get_errno(), buf.raw[:64].hex()]
         class ProbeEnv:
             def reset(self, seed=None):
-                paths = ["/", "/root", "/home", "/sys", "/etc", "/proc/cmdline", "/proc/kallsyms", {str(data_dir)!r},
+                paths = ["/", "/root", "/home", "/sys", "/etc", "/proc", {str(data_dir)!r},
                          {str(data_dir / 'events.sqlite')!r}, {str(repo / 'pyproject.toml')!r}, {str(repo / 'tests')!r},
-                         {str(repo / 'spade_engine')!r}, {str(repo / 'spade_engine' / 'sandbox')!r}, sys.prefix]
-                return json.dumps({{p: seen(p) for p in paths}}), {{}}
+                         {str(repo / 'spade_engine')!r}, {str(repo / 'spade_engine' / 'sandbox')!r}, sys.prefix,
+                         *{list(HOST_PROC)!r}]
+                out = {{p: seen(p) for p in paths}}
+                out["uname"] = list(os.uname())
+                out["gethostname"] = socket.gethostname()
+                out["sysinfo"] = sysinfo()
+                return json.dumps(out), {{}}
             def step(self, action):
                 return "x", 0.0, True, False, {{}}
         """
     )
     with SandboxPool(fast_config(workers=1, uid_base=2_000_000_150), audit_hook=False) as bare:
         assert bare.layers["minimal_root"] and "pivot_root" in bare.layer_details["minimal_root"]
+        assert bare.layers["hidden_proc"] and bare.layers["uts_namespace"]
         with bare.open_session(probe) as s:
             obs, _ = s.reset(seed=0)
         seen = json.loads(obs)
         assert secret not in obs
+        # nothing of /proc: every host entry is missing, the directory is empty
+        assert seen["/proc"] == []
+        for p in HOST_PROC:
+            assert seen[p] == "FileNotFoundError", (p, seen[p][:300])
+        host = os.uname()
+        assert seen["uname"][1] == seen["gethostname"] == "sandbox" != host.nodename  # its own UTS namespace
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        version = Path("/proc/version").read_text().strip()
+        mem_total = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+        root_mount = next(line for line in Path("/proc/self/mounts").read_text().splitlines() if line.split()[1] == "/")
+        for host_text in (boot_id, version, mem_total, root_mount, f"'{host.nodename}'", f'"{host.nodename}"'):
+            assert host_text not in obs, host_text
+        assert seen["sysinfo"][:2] == [-1, 1]  # sysinfo(2) (uptime, load, memory): EPERM from the kernel filter
         # The root holds the system's library folders plus the first component of each path the
         # sandbox binds read-only: the Python installation and the checkout's sandbox modules
         # (a CI clone lives in /check, a user's in /home or /work).
@@ -499,7 +533,6 @@ def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path,
         assert {"etc", "sys", "var", "bin", "boot"}.isdisjoint(seen["/"])
         for p in ("/home", "/sys", "/etc", str(data_dir), str(data_dir / "events.sqlite"), str(repo / "pyproject.toml"), str(repo / "tests")):
             assert seen[p] in ("FileNotFoundError", "PermissionError"), (p, seen[p])
-        assert seen["/proc/cmdline"] == "" and seen["/proc/kallsyms"] == ""  # masked
         assert seen[str(repo / "spade_engine")] == ["sandbox"]  # only the sandbox modules of the checkout
         assert "worker.py" in seen[str(repo / "spade_engine" / "sandbox")]
         assert isinstance(seen[sys.prefix], list) and seen[sys.prefix]  # the Python installation is there

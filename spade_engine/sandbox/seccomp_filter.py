@@ -17,6 +17,8 @@ engine reports as ``forbidden``:
   setters, ``syslog``, ``ioctl(TIOCSTI)``;
 * IPC objects that would outlive the task: System V shared memory, queues and semaphores, POSIX
   message queues;
+* ``sysinfo`` fails with ``EPERM`` (it tells the host's uptime, load and memory, what the
+  sandbox's missing /proc would; nothing a task needs);
 * ``clone3`` fails with ``ENOSYS`` instead (its flags sit in memory a filter cannot read), so the
   C library falls back to ``clone``, whose flags are checked.
 
@@ -124,8 +126,18 @@ def load_binding() -> tuple[Any, str]:
         return None, f"no libseccomp binding (python3-seccomp or pyseccomp): {exc}"
 
 
+PR_GET_SECCOMP = 21
+
+
 def active() -> bool:
-    """Is a seccomp filter in force on this process (``Seccomp: 2`` in /proc/self/status)?"""
+    """Is a seccomp filter in force on this process? (``prctl(PR_GET_SECCOMP)`` is 2; the sandbox
+    has no /proc. Else ``Seccomp: 2`` in /proc/self/status.)"""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(PR_GET_SECCOMP, 0, 0, 0, 0)) == 2
+    except (OSError, AttributeError, ImportError):
+        pass
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -165,11 +177,12 @@ def install() -> tuple[bool, str]:
         for request in (TIOCSTI, TIOCLINUX):
             f.add_rule(kill, "ioctl", sc.Arg(1, sc.EQ, request))
             rules += 1
-        try:
-            f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-            rules += 1
-        except (OSError, RuntimeError, ValueError):
-            pass
+        for name, err in (("clone3", errno.ENOSYS), ("sysinfo", errno.EPERM)):
+            try:
+                f.add_rule(sc.ERRNO(err), name)
+                rules += 1
+            except (OSError, RuntimeError, ValueError):
+                pass
         f.load()
     except (OSError, RuntimeError, ValueError, TypeError, AttributeError) as exc:
         return False, f"loading the seccomp filter failed ({how}): {exc}"
