@@ -314,6 +314,23 @@ def test_a_disarmed_hook_is_backed_by_the_kernel_filter_and_detected(validator, 
     assert validator.validate((ENVS / "arithmetic_env.py").read_text()).valid
 
 
+def test_the_kernel_filter_leaves_only_unix_socketpairs(canary):
+    """With the audit hook off, a task cannot make a Unix socket to connect anywhere (by path or
+    abstract name): socket(AF_UNIX) fails with EACCES; socketpair() within the task works, and a
+    user lookup (the C library tries nscd's socket) fails quietly instead of killing the task."""
+    import errno
+
+    with SandboxPool(fast_config(workers=1, uid_base=2_000_000_123), audit_hook=False) as bare:
+        assert bare.layers["seccomp"] and not bare.layers["audit_hook"]
+        with bare.open_session((REDTEAM / "unix_socket_connect.py").read_text()) as s:
+            obs, _ = s.reset(seed=0)
+        seen = json.loads(obs)
+        for path in ("/tmp/.X11-unix/X0", "/dev/log", "/var/run/nscd/socket", "\0spade-redteam"):
+            assert seen[path] == ["socket", errno.EACCES], (path, seen[path])
+        assert seen["socketpair"] == "x" and seen["getpwuid"] == "KeyError"
+        assert_nothing_escaped(bare, canary)
+
+
 def test_require_isolation_refuses_a_pool_without_the_kernel_filter():
     layers = SandboxLayers.of({name: True for name in SandboxLayers.of({})})
     layers["seccomp"] = False

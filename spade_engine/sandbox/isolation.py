@@ -29,7 +29,8 @@ Layers (each one detected, never assumed):
 ``rlimit_nproc``   process/thread limit (holds only after the uid drop)
 ``scrubbed_env``   only a few fixed environment variables are passed in
 ``seccomp``        a seccomp-bpf filter (kernel) kills the task on execve, non-AF_UNIX sockets,
-                   ptrace, mount, namespaces, bpf, keyctl, perf_event_open... (``seccomp_filter.py``)
+                   ptrace, mount, namespaces, bpf, keyctl, perf_event_open... and makes
+                   socket(AF_UNIX) fail: only socketpairs are left (``seccomp_filter.py``)
 ``audit_hook``     a Python audit hook kills the task on processes, sockets, ctypes, signals to
                    others and file writes outside the temp dir (reported as ``forbidden``); its
                    disarming is detected (``hookguard.py``)

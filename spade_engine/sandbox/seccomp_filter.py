@@ -17,6 +17,14 @@ engine reports as ``forbidden``:
   setters, ``syslog``, ``ioctl(TIOCSTI)``;
 * IPC objects that would outlive the task: System V shared memory, queues and semaphores, POSIX
   message queues;
+* ``socket(AF_UNIX, ...)`` fails with ``EACCES``: only ``socketpair(AF_UNIX)`` (a connected pair
+  within the task) is left, so nothing can connect to a Unix socket by path or abstract name.
+  Nothing in the worker needs one once the filter is in (its channels are pipes, and
+  ``multiprocessing`` is not available to tasks). An error rather than a kill because the C
+  library opens such sockets on its own: its NSS client tries ``/var/run/nscd/socket`` on every
+  user or group lookup (``pwd.getpwuid``, ``getpass.getuser``, ``~user``), and ``syslog(3)``
+  ``/dev/log``; both fall back quietly when the socket cannot be made, and a harmless lookup
+  must not be reported as ``forbidden``;
 * ``sysinfo`` fails with ``EPERM`` (it tells the host's uptime, load and memory, what the
   sandbox's missing /proc would; nothing a task needs);
 * ``clone3`` fails with ``ENOSYS`` instead (its flags sit in memory a filter cannot read), so the
@@ -177,6 +185,8 @@ def install() -> tuple[bool, str]:
         for request in (TIOCSTI, TIOCLINUX):
             f.add_rule(kill, "ioctl", sc.Arg(1, sc.EQ, request))
             rules += 1
+        f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, socket.AF_UNIX))
+        rules += 1
         for name, err in (("clone3", errno.ENOSYS), ("sysinfo", errno.EPERM)):
             try:
                 f.add_rule(sc.ERRNO(err), name)
