@@ -557,6 +557,34 @@ def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path,
         assert_nothing_escaped(bare, canary)
 
 
+def test_a_python_or_checkout_under_tmp_is_refused(tmp_path, monkeypatch, canary):
+    """Every task gets a fresh tmpfs on /tmp, which would hide a virtual environment or checkout
+    that lives there: the pool says so instead of starting a sandbox that cannot see its Python."""
+    import shutil
+
+    import spade_engine.sandbox.pool as pool_module
+    from spade_engine.sandbox import IsolationError
+
+    assert str(tmp_path).startswith("/tmp/")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    cfg = fast_config(workers=1, uid_base=2_000_000_155)
+    with pytest.raises(IsolationError, match="lies under /tmp") as refused:
+        SandboxPool(cfg, python=str(venv / "bin" / "python"))
+    assert str(venv) in str(refused.value) and "Move the checkout or virtual environment out of /tmp" in str(refused.value)
+    checkout = tmp_path / "checkout" / "spade_engine" / "sandbox"
+    shutil.copytree(Path(pool_module.__file__).parent, checkout, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pool_module, "WORKER_SCRIPT", checkout / "worker.py")
+    with pytest.raises(IsolationError, match="lies under /tmp") as refused:
+        SandboxPool(cfg)
+    assert str(checkout) in str(refused.value)
+    assert wait_no_sandbox_processes(cfg) == []
+    with SandboxPool(cfg, isolate=False, python=str(venv / "bin" / "python")) as plain:  # no private /tmp: nothing hidden
+        with plain.open_session(SAY) as s:
+            assert s.reset(seed=1)[0].startswith("Say")
+    assert canary.poll() is None
+
+
 # ----------------------------------------------------------------------------------------------
 # 7. a predictable validator
 

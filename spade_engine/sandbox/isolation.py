@@ -241,6 +241,9 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
     layers["process_group"] = os.getpgid(0) == os.getpid()
     if not opts.get("isolate", True):
         return layers, {"isolate": "disabled by the caller"}
+    hidden = _rootfs().under_tmp(opts.get("keep_paths", []))
+    if hidden:  # the engine refuses such a pool (the tmpfs on /tmp would hide them from every task)
+        detail["under_tmp"] = ", ".join(hidden)
     for name, flag in (
         ("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("ipc_namespace", CLONE_NEWIPC),
         ("uts_namespace", CLONE_NEWUTS), ("pid_namespace", CLONE_NEWPID),

@@ -103,6 +103,15 @@ def no_seccomp_message(detail: str) -> str:
     )
 
 
+def under_tmp_message(paths: str) -> str:
+    """Why an isolated pool refuses to start from a checkout or Python installation in /tmp."""
+    return (
+        f"the sandbox needs {paths}, which lies under /tmp: every sandbox task gets a fresh, empty /tmp "
+        "(a private tmpfs), which would hide the Python installation or the sandbox modules from the "
+        "environments. Move the checkout or virtual environment out of /tmp (e.g. to your home directory or /opt)"
+    )
+
+
 class _Worker:
     """One worker process: its pipes, its frame buffers, its state."""
 
@@ -596,6 +605,9 @@ class SandboxPool:
         self.layer_details: dict[str, str] = {}
         for h in hellos:
             self.layer_details.update({str(k): str(v) for k, v in h.detail.items()})
+        if isolate and self.layer_details.get("under_tmp"):
+            self.close()
+            raise IsolationError(under_tmp_message(self.layer_details["under_tmp"]))
         missing = SandboxLayers(self.layers).missing()
         if missing:
             msg = "sandbox isolation layers missing on this machine: " + ", ".join(

@@ -38,7 +38,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["DEVICES", "needed_dirs", "enter_minimal_root", "fresh_tmp", "hide_proc"]
+__all__ = ["DEVICES", "needed_dirs", "under_tmp", "enter_minimal_root", "fresh_tmp", "hide_proc"]
 
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
@@ -124,6 +124,13 @@ def needed_dirs(extra: Iterable[str] = ()) -> list[str]:
     dirs |= {os.path.realpath(p) for p in dirs}
     dirs |= _library_dirs()
     return _outermost(p for p in dirs if os.path.isdir(p))
+
+
+def under_tmp(keep: Iterable[str] = ()) -> list[str]:
+    """The directories the sandbox needs (:func:`needed_dirs`) that lie under /tmp: every task
+    gets a fresh, empty tmpfs on /tmp, which would hide them (a checkout or virtual environment
+    in /tmp)."""
+    return [d for d in needed_dirs(keep) if d == "/tmp" or d.startswith("/tmp/")]
 
 
 def enter_minimal_root(keep: Iterable[str]) -> str:
