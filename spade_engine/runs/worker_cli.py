@@ -162,6 +162,7 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
             cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
     else:
         cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+    cfg = cfg.with_run_seed()  # a new run given no seed draws one (recorded in RunStarted)
     source = None
     if cfg.loop.env_source:
         from ..envsources import open_env_source
@@ -177,7 +178,8 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
         designer = DesignerWorker(engine, ahead=ahead, memory=built.feed, say=say)
         engine.stop_event = stop
         designer.stop_event = stop
-        say(f"{'new' if create else 'resuming'} run {run_id} ({b}, policy {cfg.policy.kind}, max envs {cfg.loop.max_envs or 'unbounded'})")
+        say(f"{'new' if create else 'resuming'} run {run_id} ({b}, policy {cfg.policy.kind}, seed {cfg.seed}, "
+            f"max envs {cfg.loop.max_envs or 'unbounded'})")
         reason = designer.serve()
         say(f"stopped ({reason}): {json.dumps(engine.counts())}")
     finally:
