@@ -6,11 +6,13 @@ here), their expected verdicts and an assertion that nothing escaped:
    the sum of its limits; a step that overruns is a step timeout;
 2. poison replies: a verdict for that environment only; nothing raises out of the validator, a
    run goes on, `validate` keeps every other file's verdict;
-3. the audit hook disarmed from inside: the seccomp filter stops what it no longer sees, and the
-   disarming itself is detected;
+3. the audit hook disarmed from inside: the seccomp filter stops what it no longer sees (a Unix
+   socket included: only socketpairs are left), the disarming itself is detected, and an isolated
+   pool without the filter refuses to start unless sandbox.allow_without_seccomp;
 4. one task affecting the next: a fresh /tmp per task, recycling after errors, distinct uids;
 5. limits living in the untrusted process: the engine re-checks sizes before recording;
-6. host files: only the Python installation and the sandbox modules are visible;
+6. host files: only the Python installation and the sandbox modules are visible, /proc is empty
+   and the host name is the sandbox's own; a Python or checkout under /tmp is refused;
 7. a predictable validator: seeds and probes drawn per run and recorded; garbage that wins in a
    play marks the environment trivial after the fact;
 8. an imported run's sandbox config (preload_modules) is not trusted on resume.
