@@ -10,12 +10,19 @@ be reproduced from its log; :func:`resolve_config` also says where each value ca
 (``spade-engine config show``).
 
 Environment variables: ``SPADE_<SECTION>__<FIELD>`` (e.g. ``SPADE_LOOP__MAX_ENVS=20``), plus the
-shortcuts ``SPADE_DATA`` (data directory) and ``SPADE_KAFKA_BOOTSTRAP``.
+shortcuts ``SPADE_SEED`` (the run seed), ``SPADE_DATA`` (data directory) and
+``SPADE_KAFKA_BOOTSTRAP``.
+
+The run seed (``seed``) has no default: a new run given none (no ``--seed``, no ``seed`` in a
+preset or file, no ``SPADE_SEED``) draws one with :mod:`secrets` when it is created
+(:meth:`EngineConfig.with_run_seed`) and records it in ``RunStarted``, so replay and resume are
+exact but no environment can know the seeds it is validated and played with in advance.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +49,7 @@ __all__ = [
     "TrainerConfig",
     "EvalConfig",
     "load_config",
+    "draw_run_seed",
     "resolve_config",
     "ResolvedConfig",
     "flatten",
@@ -337,7 +345,12 @@ class SandboxConfig(_Section):
     memory_mb: int = Field(1024, ge=64)
     cpu_s: int = Field(30, ge=1)
     max_tasks_per_worker: int = Field(200, ge=1)
-    require_isolation: bool = False
+    require_isolation: bool = Field(False, description="refuse to run when any isolation layer is missing")
+    allow_without_seccomp: bool = Field(
+        False,
+        description="run an isolated pool even when its seccomp filter cannot be installed (no libseccomp binding: "
+        "python3-seccomp or pyseccomp); by default such a pool refuses to start",
+    )
     acquire_timeout_s: float = Field(60.0, gt=0, description="open_session waits this long for a free worker")
     tmp_size_mb: int = Field(64, ge=1, description="size of each worker's private /tmp (tmpfs)")
     file_size_mb: int = Field(16, ge=1, description="RLIMIT_FSIZE")
@@ -470,10 +483,22 @@ class EvalConfig(_Section):
     base: bool = Field(True, description="also evaluate the base weights (v0) before the first update")
 
 
+#: drawn run seeds lie in [0, RUN_SEED_LIMIT)
+RUN_SEED_LIMIT = 2**31
+
+
+def draw_run_seed() -> int:
+    """A fresh, unpredictable run seed (for a new run given none)."""
+    return secrets.randbelow(RUN_SEED_LIMIT)
+
+
 class EngineConfig(_Section):
     """Everything a run needs; recorded in RunStarted."""
 
-    seed: int = 0
+    seed: int | None = Field(
+        None, ge=0,
+        description="run seed (--seed, SPADE_SEED); unset: drawn with secrets when the run is created, recorded in RunStarted",
+    )
     log: LogConfig = LogConfig()
     # built per config, so every backend registered by then has its section
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
@@ -484,6 +509,11 @@ class EngineConfig(_Section):
     replay: ReplayConfig = ReplayConfig()
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
+
+    def with_run_seed(self) -> "EngineConfig":
+        """This config with its run seed set: itself when it has one, else a copy with a seed
+        drawn by :func:`draw_run_seed` (what a new run records in RunStarted)."""
+        return self if self.seed is not None else self.model_copy(update={"seed": draw_run_seed()})
 
     def with_overrides(self, overrides: dict[str, Any]) -> "EngineConfig":
         """A copy with dotted-key overrides applied (``{"loop.max_envs": 5}``); ``None`` is ignored."""
@@ -533,6 +563,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
         out[dotted] = value
     if environ.get("SPADE_KAFKA_BOOTSTRAP"):
         out.setdefault("log.bootstrap", environ["SPADE_KAFKA_BOOTSTRAP"])
+    if environ.get("SPADE_SEED"):
+        out["seed"] = environ["SPADE_SEED"]
     return out
 
 

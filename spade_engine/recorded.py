@@ -40,7 +40,12 @@ def recorded_config(log: EventLog) -> EngineConfig | None:
             envelope = rec.envelope
             if envelope.type != "RunStarted":
                 continue
-            data = envelope.event().config
+            started = envelope.event()
+            data = started.config
+            if isinstance(data, dict) and data.get("seed") is None:
+                # the run's seed is the one it recorded (a config written without one, by hand or by
+                # a tool, must not make a resumed run draw another)
+                data = {**data, "seed": started.seed}
         except EventError as exc:
             raise ConfigError(f"run {log.run_id}: its RunStarted event is unreadable: {exc}") from None
         try:

@@ -429,7 +429,7 @@ def test_the_accepted_count_keeps_the_seed_archive_apart():
     stats = {"roots": 4, "proposals": 65, "repairs": 5, "valid": 57, "invalid": 8, "accepted": 57, "accepted_seeds": 56,
              "duplicates": 0, "plays": 2, "estimated": 1, "mean_regret": 0.0, "band_share": None,
              "invalid_kinds": {"crash": 8}, "mean_novelty": 0.5, "replays": 0, "mean_win_rate": 0.0, "policy_version": "v0",
-             "skills": {}, "starts": 1, "stopped": None, "seeds": 56, "hints": 1, "validated": 65, "truncated": 0}
+             "skills": {}, "starts": 1, "seed": 7, "stopped": None, "seeds": 56, "hints": 1, "validated": 65, "truncated": 0}
     assert set(stats) == set(RunState(run_id="r").stats()) - {"run_id"}  # the shape the engine's fold gives
     line = progress_line(stats, 12.0, 4)
     assert "57 valid, 8 invalid, 1 accepted (+56 seeds), 0 duplicates" in line  # one designed, not 57

@@ -9,8 +9,12 @@ from typing import Any
 
 import pytest
 
+from typer.testing import CliRunner
+
+from spade_engine.cli import app
 from spade_engine.config import load_config
 from spade_engine.engine.stages import env_key
+from spade_engine.events.store import DataDir, open_event_log
 from spade_engine.runs.engine import open_engine
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -52,3 +56,52 @@ def test_same_seed_same_run_event_for_event(tmp_path: Path):
     for i, (x, y) in enumerate(zip(a, b)):
         assert x == y, f"event {i} ({x[0]}) differs"
     assert [p for _, p in a] != [p for _, p in c]  # and the seed matters
+
+
+def _started_and_validated(data: Path, run_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        envs = [r.envelope for r in log.read()]
+    finally:
+        log.close()
+    started = [e.payload for e in envs if e.type == "RunStarted"]
+    first = next(e.payload for e in envs if e.type == "EnvironmentValidated")
+    return started, first
+
+
+def test_a_run_given_no_seed_draws_one_records_it_and_keeps_it(tmp_path: Path, monkeypatch):
+    """No --seed, no seed in a file, no SPADE_SEED: each new run draws its seed (secrets), so the
+    validator's seeds and probes for environment #0 differ from run to run and cannot be known in
+    advance; the seed is recorded in RunStarted (and its config), shown by start and status, kept
+    on resume, and `start --seed N` with the shown seed repeats the validation exactly."""
+    monkeypatch.delenv("SPADE_SEED", raising=False)
+    data = tmp_path / "d"
+    args = ["start", "--new", "--max-envs", "1", "--plays", "1", "--data-dir", str(data), "--no-progress"]
+    runs, seeds, validated = [], [], []
+    for _ in range(2):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output
+        run_id = DataDir(data).latest_run()
+        started, first = _started_and_validated(data, run_id)
+        (payload,) = started
+        assert payload["seed"] == payload["config"]["seed"] and isinstance(payload["seed"], int)
+        assert f"seed {payload['seed']} drawn for this run" in res.output and f"--seed {payload['seed']}" in res.output
+        runs.append(run_id)
+        seeds.append(payload["seed"])
+        validated.append(first)
+    assert seeds[0] != seeds[1]  # drawn afresh (a collision has probability 2**-31)
+    assert validated[0]["validation_seeds"] != validated[1]["validation_seeds"]
+    # resumed: the recorded seed, not a new one
+    res = CliRunner().invoke(app, ["start", "--run", runs[0], "--max-envs", "2", "--plays", "1", "--data-dir", str(data), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "drawn for this run" not in res.output and f"seed {seeds[0]}" in res.output
+    started, _ = _started_and_validated(data, runs[0])
+    assert [p["seed"] for p in started] == [seeds[0], seeds[0]] and started[1]["resumed"]
+    res = CliRunner().invoke(app, ["status", runs[0], "--data-dir", str(data)])
+    assert res.exit_code == 0 and f"seed {seeds[0]}" in res.output, res.output
+    # the shown seed repeats the run's validation inputs
+    res = CliRunner().invoke(app, [*args, "--seed", str(seeds[1])])
+    assert res.exit_code == 0 and "drawn for this run" not in res.output, res.output
+    _, again = _started_and_validated(data, DataDir(data).latest_run())
+    for key in ("validation_seeds", "probe_actions"):
+        assert again[key] == validated[1][key], key

@@ -195,6 +195,56 @@ def test_malformed_input_is_one_clear_line(root, tmp_path, case):
     assert REASONS[case] in letter.reason and len(letter.raw) <= 4096
 
 
+def dead_letter_counts(root) -> dict[str, int]:
+    out = {}
+    for run_id in DataDir(root).runs():
+        log = open_event_log(run_id, data_dir=root)
+        out[run_id] = len(log.dead_letters())
+        log.close()
+    return out
+
+
+def test_skip_invalid_keeps_each_dead_letter_in_the_run_it_names(root, tmp_path):
+    """Each bad line is a dead letter of its own run only (a run the import writes, or an existing
+    one); a line whose run id cannot be read, or that names a run the import does not write, is
+    kept in the file's first run, saying so."""
+    C = "run-20260401-000000-dddddd"
+    before = counts(root)
+    good_a, good_b = lines(run_events(A, 1)), lines(run_events(B, 1))
+    bad_a = json.loads(good_a[1])
+    bad_a["payload"] = {"env_id": 3}  # does not decode
+    bad_old = json.loads(lines(run_events(OLD, 0))[0])
+    bad_old["payload"] = {"seed": "x"}  # an existing run with no valid line in the file
+    bad_c = json.loads(lines(run_events(C, 0))[0])
+    bad_c["type"] = "Mystery"  # a run that neither exists nor gets a valid line
+    oversized = b'{"run_id": "' + B.encode() + b'", "payload": {"blob": "' + b"x" * 200_000 + b'"}}'
+    items = [
+        *good_a, *good_b, json.dumps(bad_a), _envelope(type="Mystery").replace(A.encode(), B.encode()), b"not json",
+        json.dumps(bad_old), json.dumps(bad_c), oversized,
+    ]
+    f = write(tmp_path / "f.jsonl", items)
+    res = _cli("events", "import", f, "--skip-invalid", "--max-event-bytes", "100000", "-d", str(root))
+    assert res.exit_code == 0, res.output
+    assert "skipped 6 invalid line(s)" in res.stderr
+    assert counts(root) == {**before, A: len(good_a), B: len(good_b)}
+    assert dead_letter_counts(root) == {OLD: 1, A: 3, B: 2}  # 6 bad lines, each kept once
+    log = open_event_log(A, data_dir=root)
+    reasons = [d.reason for d in log.dead_letters()]
+    log.close()
+    n = len(good_a) + len(good_b)
+    assert reasons[0].startswith(f"import line {n + 1}: ") and "kept in the file's first run" not in reasons[0]
+    assert reasons[1].startswith(f"import line {n + 3}: ") and reasons[1].endswith("(kept in the file's first run: its run id cannot be read)")
+    assert reasons[2].startswith(f"import line {n + 5}: ")
+    assert reasons[2].endswith(f"(kept in the file's first run: it names run {C}, which this import does not write)")
+    assert not (root / "runs" / C).exists()
+    log = open_event_log(B, data_dir=root)
+    assert [d.reason.split(":")[0] for d in log.dead_letters()] == [f"import line {n + 2}", f"import line {n + 6}"]
+    log.close()
+    log = open_event_log(OLD, data_dir=root)
+    assert [d.reason.split(":")[0] for d in log.dead_letters()] == [f"import line {n + 4}"]
+    log.close()
+
+
 def test_missing_file_and_directory_are_clear(tmp_path):
     _fails(_cli("events", "import", str(tmp_path / "nope.jsonl"), "-d", str(tmp_path)), "does not exist")
     _fails(_cli("events", "import", str(tmp_path), "-d", str(tmp_path)), "is not a file")

@@ -101,7 +101,8 @@ def test_inprocess_and_standalone_trainers_evaluate_every_n_updates(tmp_path):
 
     # in process: start --train --eval-every 2 (environments from the symbol run)
     res = runner.invoke(app, ["start", "--new", "--env-source", f"archive:{src}", "--model", "tiny:0", "--train", "--eval-every", "2",
-                              "--max-envs", "4", "--plays", "6", "--data-dir", str(data), "--config", str(cfg), "--no-progress"])
+                              "--max-envs", "4", "--plays", "6", "--data-dir", str(data), "--config", str(cfg), "--no-progress",
+                              "--seed", "0"])
     assert res.exit_code == 0, res.output
     assert "held-out evaluation every 2 update(s) on reasoning-gym:gcd,leg_counting" in res.output
     run = [r for r in DataDir(data).runs() if r != src][-1]
@@ -112,7 +113,7 @@ def test_inprocess_and_standalone_trainers_evaluate_every_n_updates(tmp_path):
 
     # on its own: a run played without training, then `spade-engine train --eval-every 1`
     res = runner.invoke(app, ["start", "--new", "--env-source", f"archive:{src}", "--model", "tiny:0", "--max-envs", "4",
-                              "--plays", "6", "--data-dir", str(data), "--config", str(cfg), "--no-progress"])
+                              "--plays", "6", "--data-dir", str(data), "--config", str(cfg), "--no-progress", "--seed", "0"])
     assert res.exit_code == 0, res.output
     played = DataDir(data).runs()[-1]
     assert not [e for e in _events(data, played) if e.type in ("PolicyUpdated", "EvaluationCompleted")]

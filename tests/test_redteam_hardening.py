@@ -6,11 +6,13 @@ here), their expected verdicts and an assertion that nothing escaped:
    the sum of its limits; a step that overruns is a step timeout;
 2. poison replies: a verdict for that environment only; nothing raises out of the validator, a
    run goes on, `validate` keeps every other file's verdict;
-3. the audit hook disarmed from inside: the seccomp filter stops what it no longer sees, and the
-   disarming itself is detected;
+3. the audit hook disarmed from inside: the seccomp filter stops what it no longer sees (a Unix
+   socket included: only socketpairs are left), the disarming itself is detected, and an isolated
+   pool without the filter refuses to start unless sandbox.allow_without_seccomp;
 4. one task affecting the next: a fresh /tmp per task, recycling after errors, distinct uids;
 5. limits living in the untrusted process: the engine re-checks sizes before recording;
-6. host files: only the Python installation and the sandbox modules are visible;
+6. host files: only the Python installation and the sandbox modules are visible, /proc is empty
+   and the host name is the sandbox's own; a Python or checkout under /tmp is refused;
 7. a predictable validator: seeds and probes drawn per run and recorded; garbage that wins in a
    play marks the environment trivial after the fact;
 8. an imported run's sandbox config (preload_modules) is not trusted on resume.
@@ -314,6 +316,23 @@ def test_a_disarmed_hook_is_backed_by_the_kernel_filter_and_detected(validator, 
     assert validator.validate((ENVS / "arithmetic_env.py").read_text()).valid
 
 
+def test_the_kernel_filter_leaves_only_unix_socketpairs(canary):
+    """With the audit hook off, a task cannot make a Unix socket to connect anywhere (by path or
+    abstract name): socket(AF_UNIX) fails with EACCES; socketpair() within the task works, and a
+    user lookup (the C library tries nscd's socket) fails quietly instead of killing the task."""
+    import errno
+
+    with SandboxPool(fast_config(workers=1, uid_base=2_000_000_123), audit_hook=False) as bare:
+        assert bare.layers["seccomp"] and not bare.layers["audit_hook"]
+        with bare.open_session((REDTEAM / "unix_socket_connect.py").read_text()) as s:
+            obs, _ = s.reset(seed=0)
+        seen = json.loads(obs)
+        for path in ("/tmp/.X11-unix/X0", "/dev/log", "/var/run/nscd/socket", "\0spade-redteam"):
+            assert seen[path] == ["socket", errno.EACCES], (path, seen[path])
+        assert seen["socketpair"] == "x" and seen["getpwuid"] == "KeyError"
+        assert_nothing_escaped(bare, canary)
+
+
 def test_require_isolation_refuses_a_pool_without_the_kernel_filter():
     layers = SandboxLayers.of({name: True for name in SandboxLayers.of({})})
     layers["seccomp"] = False
@@ -323,6 +342,47 @@ def test_require_isolation_refuses_a_pool_without_the_kernel_filter():
 
     with pytest.raises(IsolationError, match="seccomp"):
         SandboxPool(cfg, isolate=False)  # no layer at all, the kernel filter among them
+
+
+def test_an_isolated_pool_without_the_kernel_filter_is_refused_unless_allowed(monkeypatch, canary):
+    """The seccomp layer fails closed: with the binding hidden inside the worker (everything else
+    in place), the pool refuses to start, naming the packages and the opt-out; with the opt-out it
+    runs, reporting the layer missing."""
+    from spade_engine.sandbox import IsolationError
+
+    monkeypatch.setenv("SPADE_SANDBOX_NO_SECCOMP_BINDING", "1")
+    cfg = fast_config(workers=1, uid_base=2_000_000_127)
+    assert cfg.allow_without_seccomp is False  # the default
+    with pytest.raises(IsolationError) as refused:
+        SandboxPool(cfg)
+    msg = str(refused.value)
+    assert "seccomp" in msg and "python3-seccomp" in msg and "pyseccomp" in msg and "libseccomp2" in msg
+    assert "sandbox.allow_without_seccomp = true" in msg and "no libseccomp binding" in msg
+    assert wait_no_sandbox_processes(cfg) == []
+    with SandboxPool(cfg.model_copy(update={"allow_without_seccomp": True})) as p:
+        assert p.layers["seccomp"] is False and p.missing_layers == ["seccomp"]  # only the kernel filter is gone
+        assert "SPADE_SANDBOX_NO_SECCOMP_BINDING" in p.layer_details["seccomp"]
+        v = Validator(p, turn_limit=8)
+        assert v.validate((ENVS / "arithmetic_env.py").read_text()).valid
+        r = v.validate((REDTEAM / "os_system.py").read_text())
+        assert verdict(r) == "forbidden"  # the audit hook still holds
+        assert_nothing_escaped(p, canary)
+    monkeypatch.delenv("SPADE_SANDBOX_NO_SECCOMP_BINDING")
+    with SandboxPool(cfg) as p:  # the binding back: the default pool has its filter
+        assert p.layers["seccomp"] and "seccomp" not in p.missing_layers
+
+
+def test_start_refuses_without_the_kernel_filter_and_warns_when_allowed(tmp_path, monkeypatch):
+    """`start` says why it cannot run (no traceback), and with the opt-out it warns, as `validate` does."""
+    monkeypatch.setenv("SPADE_SANDBOX_NO_SECCOMP_BINDING", "1")
+    args = ["start", "--seed", "1", "--max-envs", "1", "--plays", "1", "-d", str(tmp_path), "--no-progress"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code != 0 and "allow_without_seccomp" in refused.output, refused.output
+    assert "Traceback" not in refused.output
+    monkeypatch.setenv("SPADE_SANDBOX__ALLOW_WITHOUT_SECCOMP", "1")
+    ran = CliRunner().invoke(app, [*args[:1], "--new", *args[1:]])
+    assert ran.exit_code == 0, ran.output
+    assert "sandbox layers missing: seccomp" in ran.output
 
 
 # ----------------------------------------------------------------------------------------------
@@ -417,8 +477,19 @@ def test_recorded_texts_are_bounded_with_a_marker():
 # 6. host files
 
 
+#: host-wide /proc files and the per-process ones that show the host (the mount table)
+HOST_PROC = (
+    "/proc/sys/kernel/hostname", "/proc/sys/kernel/random/boot_id", "/proc/version", "/proc/meminfo", "/proc/uptime",
+    "/proc/net/dev", "/proc/stat", "/proc/loadavg", "/proc/cpuinfo", "/proc/self/mountinfo", "/proc/self/mounts",
+    "/proc/self/mountstats", "/proc/self/net/dev", "/proc/self/cgroup", "/proc/1/mountinfo", "/proc/cmdline",
+    "/proc/kallsyms",
+)
+
+
 def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path, canary):
-    """With the audit hook off, the file system itself shows nothing of the host."""
+    """With the audit hook off, the file system itself shows nothing of the host: no checkout, no
+    data, and no /proc at all (its host-wide files and the mount table are not there), and the
+    host name is the sandbox's own."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     secret = f"spade-host-secret-{uuid.uuid4().hex}"
@@ -426,28 +497,51 @@ def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path,
     repo = Path(__file__).resolve().parent.parent
     probe = textwrap.dedent(
         f"""
-        import json, os, sys
+        import ctypes, json, os, socket, sys
         def seen(p):
             try:
-                return sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read(200)
+                return sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read(4000)
             except OSError as e:
                 return type(e).__name__
+        def sysinfo():
+            buf = ctypes.create_string_buffer(256)  # struct sysinfo: uptime, loads, memory
+            libc = ctypes.CDLL(None, use_errno=True)
+            return [libc.sysinfo(buf), ctypes.get_errno(), buf.raw[:64].hex()]
         class ProbeEnv:
             def reset(self, seed=None):
-                paths = ["/", "/root", "/home", "/sys", "/etc", "/proc/cmdline", "/proc/kallsyms", {str(data_dir)!r},
+                paths = ["/", "/root", "/home", "/sys", "/etc", "/proc", {str(data_dir)!r},
                          {str(data_dir / 'events.sqlite')!r}, {str(repo / 'pyproject.toml')!r}, {str(repo / 'tests')!r},
-                         {str(repo / 'spade_engine')!r}, {str(repo / 'spade_engine' / 'sandbox')!r}, sys.prefix]
-                return json.dumps({{p: seen(p) for p in paths}}), {{}}
+                         {str(repo / 'spade_engine')!r}, {str(repo / 'spade_engine' / 'sandbox')!r}, sys.prefix,
+                         *{list(HOST_PROC)!r}]
+                out = {{p: seen(p) for p in paths}}
+                out["uname"] = list(os.uname())
+                out["gethostname"] = socket.gethostname()
+                out["sysinfo"] = sysinfo()
+                return json.dumps(out), {{}}
             def step(self, action):
                 return "x", 0.0, True, False, {{}}
         """
     )
     with SandboxPool(fast_config(workers=1, uid_base=2_000_000_150), audit_hook=False) as bare:
         assert bare.layers["minimal_root"] and "pivot_root" in bare.layer_details["minimal_root"]
+        assert bare.layers["hidden_proc"] and bare.layers["uts_namespace"]
         with bare.open_session(probe) as s:
             obs, _ = s.reset(seed=0)
         seen = json.loads(obs)
         assert secret not in obs
+        # nothing of /proc: every host entry is missing, the directory is empty
+        assert seen["/proc"] == []
+        for p in HOST_PROC:
+            assert seen[p] == "FileNotFoundError", (p, seen[p][:300])
+        host = os.uname()
+        assert seen["uname"][1] == seen["gethostname"] == "sandbox" != host.nodename  # its own UTS namespace
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        version = Path("/proc/version").read_text().strip()
+        mem_total = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+        root_mount = next(line for line in Path("/proc/self/mounts").read_text().splitlines() if line.split()[1] == "/")
+        for host_text in (boot_id, version, mem_total, root_mount, f"'{host.nodename}'", f'"{host.nodename}"'):
+            assert host_text not in obs, host_text
+        assert seen["sysinfo"][:2] == [-1, 1]  # sysinfo(2) (uptime, load, memory): EPERM from the kernel filter
         # The root holds the system's library folders plus the first component of each path the
         # sandbox binds read-only: the Python installation and the checkout's sandbox modules
         # (a CI clone lives in /check, a user's in /home or /work).
@@ -458,12 +552,39 @@ def test_the_sandbox_sees_only_the_python_installation_and_its_modules(tmp_path,
         assert {"etc", "sys", "var", "bin", "boot"}.isdisjoint(seen["/"])
         for p in ("/home", "/sys", "/etc", str(data_dir), str(data_dir / "events.sqlite"), str(repo / "pyproject.toml"), str(repo / "tests")):
             assert seen[p] in ("FileNotFoundError", "PermissionError"), (p, seen[p])
-        assert seen["/proc/cmdline"] == "" and seen["/proc/kallsyms"] == ""  # masked
         assert seen[str(repo / "spade_engine")] == ["sandbox"]  # only the sandbox modules of the checkout
         assert "worker.py" in seen[str(repo / "spade_engine" / "sandbox")]
         assert isinstance(seen[sys.prefix], list) and seen[sys.prefix]  # the Python installation is there
         assert ".bashrc" not in seen["/root"]
         assert_nothing_escaped(bare, canary)
+
+
+def test_a_python_or_checkout_under_tmp_is_refused(tmp_path, monkeypatch, canary):
+    """Every task gets a fresh tmpfs on /tmp, which would hide a virtual environment or checkout
+    that lives there: the pool says so instead of starting a sandbox that cannot see its Python."""
+    import shutil
+
+    import spade_engine.sandbox.pool as pool_module
+    from spade_engine.sandbox import IsolationError
+
+    assert str(tmp_path).startswith("/tmp/")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    cfg = fast_config(workers=1, uid_base=2_000_000_155)
+    with pytest.raises(IsolationError, match="lies under /tmp") as refused:
+        SandboxPool(cfg, python=str(venv / "bin" / "python"))
+    assert str(venv) in str(refused.value) and "Move the checkout or virtual environment out of /tmp" in str(refused.value)
+    checkout = tmp_path / "checkout" / "spade_engine" / "sandbox"
+    shutil.copytree(Path(pool_module.__file__).parent, checkout, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pool_module, "WORKER_SCRIPT", checkout / "worker.py")
+    with pytest.raises(IsolationError, match="lies under /tmp") as refused:
+        SandboxPool(cfg)
+    assert str(checkout) in str(refused.value)
+    assert wait_no_sandbox_processes(cfg) == []
+    with SandboxPool(cfg, isolate=False, python=str(venv / "bin" / "python")) as plain:  # no private /tmp: nothing hidden
+        with plain.open_session(SAY) as s:
+            assert s.reset(seed=1)[0].startswith("Say")
+    assert canary.poll() is None
 
 
 # ----------------------------------------------------------------------------------------------

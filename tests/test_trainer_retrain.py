@@ -35,7 +35,8 @@ def test_retrain_replays_recorded_curriculum_into_a_linked_run(tmp_path):
         "[policy]\nmax_new_tokens = 8\n[loop]\nmax_repairs = 0\n[trainer]\nbatch_groups = 1\n"
         "[sandbox]\nimport_timeout_s = 30.0\nstep_timeout_s = 10.0\nvalidate_timeout_s = 120.0\n"
     )
-    res = runner.invoke(app, ["start", "--max-envs", "4", "--plays", "2", "--data-dir", str(data), "--config", str(cfg), "--no-progress"])
+    res = runner.invoke(app, ["start", "--max-envs", "4", "--plays", "2", "--data-dir", str(data), "--config", str(cfg), "--no-progress",
+                              "--seed", "0"])
     assert res.exit_code == 0, res.output
     old = DataDir(data).latest_run()
     log = open_event_log(old, data_dir=data)

@@ -121,6 +121,8 @@ class Engine:
 
     def __post_init__(self) -> None:
         self.state = RunState.from_log(self.log)
+        if self.cfg.seed is None:  # a run given no seed: the one its context drew (recorded in RunStarted)
+            self.cfg = self.cfg.model_copy(update={"seed": self.ctx.seed})
 
     # -- log helpers ---------------------------------------------------------------------------
 

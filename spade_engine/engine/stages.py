@@ -151,8 +151,13 @@ class StageContext:
     #: told what the run is doing between model calls ("validating 4 environments", ...)
     on_activity: Callable[[str], None] | None = None
 
+    def __post_init__(self) -> None:
+        # a context for a run given no seed draws one (the engine records it in RunStarted)
+        self.cfg = self.cfg.with_run_seed()
+
     @property
     def seed(self) -> int:
+        assert self.cfg.seed is not None
         return self.cfg.seed
 
     @property

@@ -270,6 +270,7 @@ class RunState:
         return {
             "run_id": self.run_id,
             "starts": len(self.starts),
+            "seed": self.starts[0].seed if self.starts else None,
             "stopped": self.stops[-1].reason if self.last_is_stop and self.stops else None,
             "proposals": len(props),
             "seeds": sum(1 for s in props if s.is_seed),

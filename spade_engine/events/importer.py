@@ -14,6 +14,12 @@ Order of work, so that bad input never leaves anything behind:
    already appended to an existing run stay (a log is append-only), and the error names those
    runs: importing the same file again finishes the job, because appends are idempotent on
    ``event_id``.
+
+With ``skip_invalid`` each bad line is kept as a dead letter in the run it names: a run this
+import writes, or an existing run of the data directory (opened for its dead letters only). A
+line whose run id cannot be read (not JSON, no importable ``run_id``), or that names a run which
+neither exists nor gets a valid event from the file, goes to the file's first run (the run of
+its first valid line), its reason saying why it is there.
 """
 
 from __future__ import annotations
@@ -122,7 +128,9 @@ def apply_import(
             for line, eid, run_id in conflicts:
                 t = targets[run_id]
                 i = t.lines.index(line)
-                report.bad.append(BadLine(line, f"event_id {eid} is already in run {run_id} with different content", t.items[i][1]))
+                report.bad.append(
+                    BadLine(line, f"event_id {eid} is already in run {run_id} with different content", t.items[i][1], run_id)
+                )
             for t in targets.values():
                 keep = [i for i, line in enumerate(t.lines) if line not in bad_lines]
                 t.items = [t.items[i] for i in keep]
@@ -130,7 +138,7 @@ def apply_import(
             report.bad.sort(key=lambda b: b.line_no)
         if not any(t.items for t in targets.values()):
             raise EventError("no valid events to import")
-        return _write(targets, be, data_dir, bootstrap, report, source, on_run)
+        return _write(targets, be, data_dir, bootstrap, report, source, on_run, existing)
     finally:
         for log in opened:
             try:
@@ -139,8 +147,24 @@ def apply_import(
                 pass
 
 
-def _write(targets, be, data_dir, bootstrap, report, source, on_run) -> list[RunImported]:
+def dead_letter_runs(report: ImportReport, written: list[str], existing: set[str]) -> dict[str, list[tuple[BadLine, str]]]:
+    """``{run_id: [(bad line, its dead letter's reason)]}``: each bad line goes to the run it
+    names when this import writes that run or it exists, else to ``written[0]`` (the file's first
+    run), saying why (see the module docstring)."""
+    out: dict[str, list[tuple[BadLine, str]]] = {}
+    for bad in report.bad:
+        reason = f"import line {bad.line_no}: {bad.reason}"
+        run_id = bad.run_id
+        if run_id is None or (run_id not in written and run_id not in existing):
+            why = "its run id cannot be read" if run_id is None else f"it names run {run_id}, which this import does not write"
+            run_id, reason = written[0], f"{reason} (kept in the file's first run: {why})"
+        out.setdefault(run_id, []).append((bad, reason))
+    return out
+
+
+def _write(targets, be, data_dir, bootstrap, report, source, on_run, existing) -> list[RunImported]:
     order = [t for t in targets.values() if t.items and not t.exists] + [t for t in targets.values() if t.items and t.exists]
+    letters = dead_letter_runs(report, [t.run_id for t in targets.values() if t.items], existing)
     created: list[str] = []
     appended: list[str] = []
     done: list[RunImported] = []
@@ -154,8 +178,8 @@ def _write(targets, be, data_dir, bootstrap, report, source, on_run) -> list[Run
                 log = t.log = be.open(t.run_id, data_dir=data_dir, bootstrap=bootstrap, create=True, partitions=3)
             try:
                 new = log.append_raw(t.items)
-                for bad in report.bad:
-                    log.dead_letter(bad.raw, f"import line {bad.line_no}: {bad.reason}", source=source)
+                for bad, reason in letters.pop(t.run_id, []):
+                    log.dead_letter(bad.raw, reason, source=source)
             finally:
                 if not t.exists:
                     log.close()
@@ -163,6 +187,14 @@ def _write(targets, be, data_dir, bootstrap, report, source, on_run) -> list[Run
             if t.exists:
                 appended.append(t.run_id)
             done.append(RunImported(t.run_id, len(t.items), new, not t.exists))
+        for run_id, bads in letters.items():  # existing runs that only get dead letters
+            current = run_id
+            log = be.open(run_id, data_dir=data_dir, bootstrap=bootstrap, create=False, partitions=3)
+            try:
+                for bad, reason in bads:
+                    log.dead_letter(bad.raw, reason, source=source)
+            finally:
+                log.close()
     except Exception as exc:  # noqa: BLE001 - undo, then report in one line
         undone = []
         if be.remove is not None:

@@ -5,12 +5,14 @@ identical. Import is all-or-nothing by default: every line is checked first (at 
 ``max_event_bytes`` long, valid JSON however deeply nested, all envelope fields, an importable
 run id, a known event type whose payload decodes, an event id not given earlier in the file with
 other content) and any bad line is reported with its line number; with ``skip_invalid`` the good
-lines are imported and the bad ones counted and kept in the dead-letter store. Applying a parsed
-file to the logs, all runs or none, is :mod:`.importer`.
+lines are imported and the bad ones counted and kept in the dead-letter store (of the run each
+names, see :mod:`.importer`). Applying a parsed file to the logs, all runs or none, is
+:mod:`.importer`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from .log import EventLog
 
 __all__ = [
     "export_jsonl", "parse_jsonl", "ImportReport", "ImportFailed", "BadLine", "DEFAULT_MAX_EVENT_BYTES",
-    "check_run_id", "RUN_ID_RULE",
+    "check_run_id", "RUN_ID_RULE", "run_id_of",
 ]
 
 #: the largest line (one event) an import accepts unless told otherwise (``--max-event-bytes``)
@@ -50,6 +52,27 @@ class BadLine:
     line_no: int
     reason: str
     raw: bytes
+    #: the (importable) run id the line names, when it can be read; where its dead letter goes
+    run_id: str | None = None
+
+
+_RUN_ID_FIELD = re.compile(rb'"run_id"\s*:\s*"([A-Za-z0-9._-]{1,200})"')
+
+
+def run_id_of(raw: bytes) -> str | None:
+    """The importable run id a bad line names, if one can be read: its ``run_id`` field when the
+    line is a JSON object, else the first ``"run_id": "..."`` in its bytes (a cut or broken line)."""
+    found: object = None
+    try:
+        doc = json.loads(raw)
+        if isinstance(doc, dict):
+            found = doc.get("run_id")
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        m = _RUN_ID_FIELD.search(raw)
+        found = m.group(1).decode("ascii") if m else None
+    if isinstance(found, str) and check_run_id(found) is None:
+        return found
+    return None
 
 
 @dataclass
@@ -164,16 +187,16 @@ def parse_jsonl(
     first: dict[str, tuple[int, bytes]] = {}
     for line_no, raw, problem in items:
         if problem is not None:
-            report.bad.append(BadLine(line_no, problem, raw))
+            report.bad.append(BadLine(line_no, problem, raw, run_id_of(raw)))
             continue
         try:
             env = _check(raw)
             canonical = encode_envelope(env)
         except EventError as exc:
-            report.bad.append(BadLine(line_no, str(exc), raw[:_KEPT_BYTES]))
+            report.bad.append(BadLine(line_no, str(exc), raw[:_KEPT_BYTES], run_id_of(raw)))
             continue
         except Exception as exc:  # noqa: BLE001 - hostile input must never end in a traceback
-            report.bad.append(BadLine(line_no, f"cannot decode: {type(exc).__name__}: {exc}", raw[:_KEPT_BYTES]))
+            report.bad.append(BadLine(line_no, f"cannot decode: {type(exc).__name__}: {exc}", raw[:_KEPT_BYTES], run_id_of(raw)))
             continue
         earlier = first.get(env.event_id)
         if earlier is not None:
@@ -181,7 +204,8 @@ def parse_jsonl(
                 report.repeats += 1
             else:
                 report.bad.append(BadLine(
-                    line_no, f"event_id {env.event_id} is also on line {earlier[0]}, with different content", raw[:_KEPT_BYTES]
+                    line_no, f"event_id {env.event_id} is also on line {earlier[0]}, with different content", raw[:_KEPT_BYTES],
+                    env.run_id,
                 ))
             continue
         first[env.event_id] = (line_no, canonical)

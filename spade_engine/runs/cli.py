@@ -246,12 +246,21 @@ def start(
                     "resuming: the run keeps its recorded config (but for [sandbox], always local); --model/--seed/"
                     "--preset/--seed-envs/--env-source/--designer-format and --config's other sections are ignored",
                     "yellow")))
+    drawn = cfg.seed is None  # no --seed, no seed in a preset or file, no SPADE_SEED: a new run draws one
+    cfg = cfg.with_run_seed()
     verb = "starting new run" if create else "resuming run"
-    note(styled((verb, "bold"), " ", (run_id, None), "  ", (f"(data {root}, backend {b}, policy {cfg.policy.kind})", "dim")))
+    note(styled((verb, "bold"), " ", (run_id, None), "  ",
+                (f"(data {root}, backend {b}, policy {cfg.policy.kind}, seed {cfg.seed})", "dim")))
+    if drawn:
+        note(styled((f"seed {cfg.seed} drawn for this run (recorded; start --new --seed {cfg.seed} repeats it)", "dim")))
     if policy_backend(cfg.policy.kind).needs_model and cfg.policy.model:
         note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
         engine = opened.engine
+        if engine.ctx.pool is not None:
+            from ..sandbox.cli import warn_missing_layers
+
+            warn_missing_layers(engine.ctx.pool)
         if engine.trainer is not None:
             note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
             if engine.trainer.evaluator is not None:
@@ -397,7 +406,8 @@ def status(
         lifecycle = f"stopped ({stats['stopped']})"
     else:
         lifecycle = "running, or ended without RunStopped (start resumes it)"
-    print_stats(stats, title=run_id, extra=f"{lifecycle}; {stats['starts']} start(s)")
+    seed = f"; seed {stats['seed']}" if stats.get("seed") is not None else ""
+    print_stats(stats, title=run_id, extra=f"{lifecycle}; {stats['starts']} start(s){seed}")
 
 
 def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str = "sqlite",

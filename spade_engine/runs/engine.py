@@ -119,6 +119,7 @@ def open_engine(
     New environments come from ``proposer`` when given (curriculum replay), else from the
     ``loop.env_source`` of the config (:mod:`spade_engine.envsources`), else from the designer."""
     require_trainable(cfg)
+    cfg = cfg.with_run_seed()  # a run given no seed draws one here (recorded in RunStarted)
     closers: list[Any] = []
     try:
         if proposer is None and cfg.loop.env_source:

@@ -163,6 +163,7 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
             cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
     else:
         cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
+    cfg = cfg.with_run_seed()  # a new run given no seed draws one (recorded in RunStarted)
     source = None
     if cfg.loop.env_source:
         from ..envsources import open_env_source
@@ -178,7 +179,8 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
         designer = DesignerWorker(engine, ahead=ahead, memory=built.feed, say=say)
         engine.stop_event = stop
         designer.stop_event = stop
-        say(f"{'new' if create else 'resuming'} run {run_id} ({b}, policy {cfg.policy.kind}, max envs {cfg.loop.max_envs or 'unbounded'})")
+        say(f"{'new' if create else 'resuming'} run {run_id} ({b}, policy {cfg.policy.kind}, seed {cfg.seed}, "
+            f"max envs {cfg.loop.max_envs or 'unbounded'})")
         reason = designer.serve()
         say(f"stopped ({reason}): {json.dumps(engine.counts())}")
     finally:
@@ -193,6 +195,10 @@ def _group_role(role, log, cfg, root, novelty, stop, say, until_idle, session_ti
     from .context import build_context
 
     with build_context(cfg, role=role, log=log, data_dir=root, memory=novelty) as built:
+        if built.ctx.pool is not None:
+            from ..sandbox.cli import warn_missing_layers
+
+            warn_missing_layers(built.ctx.pool)
         blobs = BlobStore(DataDir(root).blobs_dir)
         cls = {"validator": ValidatorWorker, "rollout": RolloutWorker, "regret": RegretWorker}[role]
         extra = {"feed": built.feed} if role == "validator" else {}

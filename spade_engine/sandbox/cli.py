@@ -27,7 +27,14 @@ from . import SandboxPool
 from .probes import random_seed, seed_for
 from .validator import ValidationReport, Validator
 
-__all__ = ["validate"]
+__all__ = ["validate", "warn_missing_layers"]
+
+
+def warn_missing_layers(pool: object) -> None:
+    """Say which isolation layers the pool runs without (``validate``, ``start``, worker roles)."""
+    missing = list(getattr(pool, "missing_layers", None) or [])
+    if missing and getattr(pool, "isolate", True):
+        note(styled(("warning:", "yellow"), f" sandbox layers missing: {', '.join(missing)}"))
 
 
 def _expand(paths: list[Path]) -> list[Path]:
@@ -67,8 +74,7 @@ def validate(
     sources = [_read(p) for p in files]
     scfg = cfg.sandbox.model_copy(update={"workers": min(cfg.sandbox.workers, len(files))})
     with SandboxPool(scfg) as pool:
-        if pool.missing_layers:
-            note(styled(("warning:", "yellow"), f" sandbox layers missing: {', '.join(pool.missing_layers)}"))
+        warn_missing_layers(pool)
         validator = Validator(pool, turn_limit=cfg.loop.turn_limit)
         base = random_seed() if seed is None else seed
 

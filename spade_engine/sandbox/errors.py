@@ -53,7 +53,8 @@ class SandboxError(SpadeError):
 
 
 class IsolationError(SandboxError):
-    """``require_isolation`` is set and some isolation layer is unavailable on this machine."""
+    """An isolation layer the pool may not run without is unavailable on this machine: any layer
+    with ``require_isolation``, the seccomp filter unless ``allow_without_seccomp``."""
 
 
 class PoolExhausted(SandboxError):

@@ -9,10 +9,12 @@ Layers (each one detected, never assumed):
                    kills every process the environment made, even ones that left the group
 ``net_namespace``  a network namespace with no configured interface (connect() is unreachable)
 ``ipc_namespace``  private System V IPC objects (gone with the worker)
+``uts_namespace``  its own host name (``sandbox``) and domain name: the host's are not seen
 ``mount_namespace`` private mounts (the layers below need it)
 ``minimal_root``   the worker's whole file system is a small tmpfs with read-only binds of the
                    Python installation, its shared libraries and the sandbox modules only
                    (pivot_root, see ``rootfs.py``): no checkout, data, /sys, /etc, host /proc
+``hidden_proc``    /proc is an empty read-only directory: no procfs at all (``rootfs.hide_proc``)
 ``readonly_fs``    every mount read-only inside the worker
 ``hidden_home``    /root and /home are not visible (the minimal root; without it, empty tmpfs
                    over them with the interpreter bound back read-only)
@@ -27,7 +29,8 @@ Layers (each one detected, never assumed):
 ``rlimit_nproc``   process/thread limit (holds only after the uid drop)
 ``scrubbed_env``   only a few fixed environment variables are passed in
 ``seccomp``        a seccomp-bpf filter (kernel) kills the task on execve, non-AF_UNIX sockets,
-                   ptrace, mount, namespaces, bpf, keyctl, perf_event_open... (``seccomp_filter.py``)
+                   ptrace, mount, namespaces, bpf, keyctl, perf_event_open... and makes
+                   socket(AF_UNIX) fail: only socketpairs are left (``seccomp_filter.py``)
 ``audit_hook``     a Python audit hook kills the task on processes, sockets, ctypes, signals to
                    others and file writes outside the temp dir (reported as ``forbidden``); its
                    disarming is detected (``hookguard.py``)
@@ -51,8 +54,10 @@ LAYERS: tuple[str, ...] = (
     "pid_namespace",
     "net_namespace",
     "ipc_namespace",
+    "uts_namespace",
     "mount_namespace",
     "minimal_root",
+    "hidden_proc",
     "readonly_fs",
     "hidden_home",
     "private_tmp",
@@ -130,6 +135,10 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWUTS = 0x04000000
+#: the host and domain names inside the sandbox (its own UTS namespace)
+HOSTNAME = "sandbox"
+DOMAINNAME = "(none)"
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -232,8 +241,12 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
     layers["process_group"] = os.getpgid(0) == os.getpid()
     if not opts.get("isolate", True):
         return layers, {"isolate": "disabled by the caller"}
+    hidden = _rootfs().under_tmp(opts.get("keep_paths", []))
+    if hidden:  # the engine refuses such a pool (the tmpfs on /tmp would hide them from every task)
+        detail["under_tmp"] = ", ".join(hidden)
     for name, flag in (
-        ("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("ipc_namespace", CLONE_NEWIPC), ("pid_namespace", CLONE_NEWPID),
+        ("mount_namespace", CLONE_NEWNS), ("net_namespace", CLONE_NEWNET), ("ipc_namespace", CLONE_NEWIPC),
+        ("uts_namespace", CLONE_NEWUTS), ("pid_namespace", CLONE_NEWPID),
     ):
         try:
             unshare(flag)
@@ -241,6 +254,12 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
         except OSError as exc:
             layers[name] = False
             detail[name] = str(exc)
+    if layers.get("uts_namespace"):
+        try:
+            _neutral_names()
+        except OSError as exc:
+            layers["uts_namespace"] = False
+            detail["uts_namespace"] = str(exc)
     if layers.get("net_namespace"):
         try:
             names = [n for _, n in __import__("socket").if_nameindex()]
@@ -263,6 +282,7 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
             detail["minimal_root"] = f"{exc} (falling back to hiding /root and /home)"
         steps = [] if layers["minimal_root"] else [("hidden_home", lambda: _hide_homes(opts.get("keep_paths", [])))]
         steps += [
+            ("hidden_proc", rootfs.hide_proc),
             ("readonly_fs", _readonly_everything),
             (
                 "private_tmp",
@@ -277,6 +297,13 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
                 layers[name] = False
                 detail[name] = str(exc)
     return layers, detail
+
+
+def _neutral_names() -> None:
+    """The sandbox's own host and domain names (in its new UTS namespace, as root)."""
+    for fn, value in (("sethostname", HOSTNAME), ("setdomainname", DOMAINNAME)):
+        raw = value.encode()
+        _check(getattr(_lib(), fn)(raw, ctypes.c_size_t(len(raw))), fn)
 
 
 def _rootfs() -> Any:
@@ -294,17 +321,10 @@ def _uid(opts: dict[str, Any]) -> int | None:
 
 
 def confine(opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str]) -> None:
-    """Run in the worker's long-lived process after its imports: /proc of its own PID namespace,
-    no_new_privs, the uid drop and the rlimits. Updates ``layers``/``detail`` in place."""
+    """Run in the worker's long-lived process after its imports: no_new_privs, the uid drop and
+    the rlimits. Updates ``layers``/``detail`` in place."""
     isolate = opts.get("isolate", True)
     dropped = False
-    if isolate and layers.get("pid_namespace") and layers.get("mount_namespace"):
-        try:
-            masked = _rootfs().mount_proc()
-            if layers.get("minimal_root"):
-                detail["minimal_root"] = detail.get("minimal_root", "") + f"; a fresh read-only /proc, {masked} host entries masked"
-        except OSError as exc:
-            detail["proc"] = str(exc)
     if isolate:
         try:
             prctl(PR_SET_NO_NEW_PRIVS, 1)

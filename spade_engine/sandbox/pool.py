@@ -91,6 +91,27 @@ def where_in_environment(trace: str) -> str:
     return f" (line {line} in {fn}: {src[:160]}{'...' if len(src) > 160 else ''})"
 
 
+def no_seccomp_message(detail: str) -> str:
+    """Why an isolated pool refuses to start without its seccomp filter, and what to do."""
+    return (
+        f"the sandbox's kernel filter (seccomp) could not be installed ({detail or 'unknown reason'}); "
+        "refusing to run model-written code without it. Install a libseccomp binding for this Python: "
+        "Debian/Ubuntu `apt-get install libseccomp2 python3-seccomp` (for the system Python) or "
+        "`pip install pyseccomp` (needs libseccomp.so.2 from libseccomp2). To run anyway, with the audit hook "
+        "and the other OS layers only, set sandbox.allow_without_seccomp = true "
+        "(or SPADE_SANDBOX__ALLOW_WITHOUT_SECCOMP=1)"
+    )
+
+
+def under_tmp_message(paths: str) -> str:
+    """Why an isolated pool refuses to start from a checkout or Python installation in /tmp."""
+    return (
+        f"the sandbox needs {paths}, which lies under /tmp: every sandbox task gets a fresh, empty /tmp "
+        "(a private tmpfs), which would hide the Python installation or the sandbox modules from the "
+        "environments. Move the checkout or virtual environment out of /tmp (e.g. to your home directory or /opt)"
+    )
+
+
 class _Worker:
     """One worker process: its pipes, its frame buffers, its state."""
 
@@ -130,6 +151,8 @@ class _Worker:
             "tmp_size_mb": cfg.tmp_size_mb,
             "keep_paths": [str(WORKER_SCRIPT.parent)],
             "preload": list(cfg.preload_modules),
+            # a test switch: the worker behaves as if no libseccomp binding were installed
+            "seccomp_binding": not os.environ.get("SPADE_SANDBOX_NO_SECCOMP_BINDING"),
         }
         import json
 
@@ -582,6 +605,9 @@ class SandboxPool:
         self.layer_details: dict[str, str] = {}
         for h in hellos:
             self.layer_details.update({str(k): str(v) for k, v in h.detail.items()})
+        if isolate and self.layer_details.get("under_tmp"):
+            self.close()
+            raise IsolationError(under_tmp_message(self.layer_details["under_tmp"]))
         missing = SandboxLayers(self.layers).missing()
         if missing:
             msg = "sandbox isolation layers missing on this machine: " + ", ".join(
@@ -590,6 +616,10 @@ class SandboxPool:
             if self.config.require_isolation:
                 self.close()
                 raise IsolationError(msg + " (sandbox.require_isolation is set)")
+            if isolate and not self.layers.get("seccomp") and not self.config.allow_without_seccomp:
+                # the kernel layer fails closed: an isolated pool without it refuses to run
+                self.close()
+                raise IsolationError(no_seccomp_message(self.layer_details.get("seccomp", "")))
             if isolate:
                 log.warning("%s; running with the rest", msg)
             else:

@@ -1,4 +1,4 @@
-"""The sandbox's file system: a minimal root, a fresh /tmp for every task, a masked /proc.
+"""The sandbox's file system: a minimal root, a fresh /tmp for every task, no /proc.
 
 :func:`enter_minimal_root` runs in the worker's first process (root, in its own mount namespace)
 and replaces the whole file system the worker sees by a small tmpfs holding only read-only bind
@@ -14,10 +14,16 @@ mounts of
 
 then ``pivot_root``\\ s into it and detaches the old root. The checkout and every data directory,
 /sys, /home, /root (but for a Python installed there), /etc and the host's /proc are simply not
-there. The zygote later mounts a fresh proc for its own PID namespace (:func:`mount_proc`, which
-also masks the kernel-wide entries that describe the host: ``/proc/cmdline``, ``kallsyms``,
-``keys``...), and the first process mounts a fresh, empty, size-limited tmpfs on ``/tmp`` for
-every task (:func:`fresh_tmp`): nothing a task writes is seen by the next one.
+there, and the first process mounts a fresh, empty, size-limited tmpfs on ``/tmp`` for every task
+(:func:`fresh_tmp`): nothing a task writes is seen by the next one.
+
+``/proc`` stays an empty, read-only directory (:func:`hide_proc`; also over the host's /proc when
+the minimal root could not be built). No procfs is mounted at all, not even one of the sandbox's
+own PID namespace: its kernel-wide files describe the host (``sys/kernel/random/boot_id``,
+``version``, ``meminfo``, ``uptime``, ``stat``, ``loadavg``, ``cmdline``...), and the per-process
+files that cannot be masked for processes not yet started (``/proc/self/mountinfo``, ``mounts``,
+``mountstats``) show the host's devices, file-system options and the paths the binds come from.
+Nothing in a worker reads /proc once it is isolated (the seccomp check uses ``prctl``).
 
 Imported by the untrusted worker as a plain module: standard library only.
 """
@@ -32,19 +38,9 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["DEVICES", "PROC_MASKED_FILES", "PROC_MASKED_DIRS", "needed_dirs", "enter_minimal_root", "fresh_tmp", "mount_proc"]
+__all__ = ["DEVICES", "needed_dirs", "under_tmp", "enter_minimal_root", "fresh_tmp", "hide_proc"]
 
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-#: kernel-wide /proc files that describe the host (or attack it); bound over with /dev/null
-PROC_MASKED_FILES = (
-    "cmdline", "kcore", "kallsyms", "kmsg", "keys", "key-users", "timer_list", "sched_debug",
-    "sysrq-trigger", "latency_stats", "modules", "config.gz", "iomem", "ioports", "vmallocinfo",
-    "slabinfo", "partitions", "diskstats", "swaps", "mdstat", "devices", "cgroups", "buddyinfo",
-    "pagetypeinfo", "zoneinfo", "kpagecount", "kpageflags", "kpagecgroup", "softirqs", "interrupts",
-    "consoles", "misc", "mtrr", "fb", "dma", "execdomains", "locks", "filesystems", "crypto",
-)
-#: kernel-wide /proc directories hidden under an empty read-only tmpfs
-PROC_MASKED_DIRS = ("acpi", "scsi", "bus", "fs", "irq", "tty", "driver", "asound", "sysvipc", "dynamic_debug")
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -130,6 +126,13 @@ def needed_dirs(extra: Iterable[str] = ()) -> list[str]:
     return _outermost(p for p in dirs if os.path.isdir(p))
 
 
+def under_tmp(keep: Iterable[str] = ()) -> list[str]:
+    """The directories the sandbox needs (:func:`needed_dirs`) that lie under /tmp: every task
+    gets a fresh, empty tmpfs on /tmp, which would hide them (a checkout or virtual environment
+    in /tmp)."""
+    return [d for d in needed_dirs(keep) if d == "/tmp" or d.startswith("/tmp/")]
+
+
 def enter_minimal_root(keep: Iterable[str]) -> str:
     """Assemble the minimal root and pivot into it (see the module docstring). Returns a detail
     line; raises OSError when any step fails (the caller then falls back)."""
@@ -175,25 +178,7 @@ def fresh_tmp(size_mb: int, inodes: int, uid: int | None) -> None:
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={int(size_mb)}m,nr_inodes={int(inodes)}{owner}")
 
 
-def mount_proc() -> int:
-    """Mount a read-only proc of this PID namespace on /proc and mask the kernel-wide entries
-    that describe the host. Returns how many entries were masked."""
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
-    masked = 0
-    for name in PROC_MASKED_FILES:
-        path = "/proc/" + name
-        if os.path.isfile(path):
-            try:
-                _mount("/dev/null", path, None, MS_BIND)
-                masked += 1
-            except OSError:
-                pass
-    for name in PROC_MASKED_DIRS:
-        path = "/proc/" + name
-        if os.path.isdir(path):
-            try:
-                _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=2,mode=555")
-                masked += 1
-            except OSError:
-                pass
-    return masked
+def hide_proc() -> None:
+    """An empty, read-only tmpfs on /proc (run as root in the worker's mount namespace): nothing
+    of the host's procfs, and no procfs of the sandbox's own (see the module docstring)."""
+    _mount("tmpfs", "/proc", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=2,mode=555")

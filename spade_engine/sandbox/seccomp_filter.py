@@ -17,6 +17,16 @@ engine reports as ``forbidden``:
   setters, ``syslog``, ``ioctl(TIOCSTI)``;
 * IPC objects that would outlive the task: System V shared memory, queues and semaphores, POSIX
   message queues;
+* ``socket(AF_UNIX, ...)`` fails with ``EACCES``: only ``socketpair(AF_UNIX)`` (a connected pair
+  within the task) is left, so nothing can connect to a Unix socket by path or abstract name.
+  Nothing in the worker needs one once the filter is in (its channels are pipes, and
+  ``multiprocessing`` is not available to tasks). An error rather than a kill because the C
+  library opens such sockets on its own: its NSS client tries ``/var/run/nscd/socket`` on every
+  user or group lookup (``pwd.getpwuid``, ``getpass.getuser``, ``~user``), and ``syslog(3)``
+  ``/dev/log``; both fall back quietly when the socket cannot be made, and a harmless lookup
+  must not be reported as ``forbidden``;
+* ``sysinfo`` fails with ``EPERM`` (it tells the host's uptime, load and memory, what the
+  sandbox's missing /proc would; nothing a task needs);
 * ``clone3`` fails with ``ENOSYS`` instead (its flags sit in memory a filter cannot read), so the
   C library falls back to ``clone``, whose flags are checked.
 
@@ -41,7 +51,7 @@ import os
 import socket
 from typing import Any
 
-__all__ = ["KILLED", "CLONE_NS_FLAGS", "load_binding", "install", "active"]
+__all__ = ["KILLED", "CLONE_NS_FLAGS", "load_binding", "block_binding", "install", "active"]
 
 #: system calls that kill the task process
 KILLED: tuple[str, ...] = (
@@ -76,11 +86,21 @@ _DEBIAN_DIRS = ("/usr/lib/python3/dist-packages",)
 
 _binding: Any = None
 _binding_name = ""
+_blocked = ""
+
+
+def block_binding(why: str) -> None:
+    """Behave as if no binding were installed: :func:`load_binding` returns ``(None, why)``
+    (how the engine tests that a pool without the kernel filter is refused)."""
+    global _binding, _binding_name, _blocked
+    _binding, _binding_name, _blocked = None, "", why
 
 
 def load_binding() -> tuple[Any, str]:
     """The libseccomp binding (module, how it was found), or ``(None, why not)``. Cached."""
     global _binding, _binding_name
+    if _blocked:
+        return None, _blocked
     if _binding is not None:
         return _binding, _binding_name
     try:
@@ -114,8 +134,18 @@ def load_binding() -> tuple[Any, str]:
         return None, f"no libseccomp binding (python3-seccomp or pyseccomp): {exc}"
 
 
+PR_GET_SECCOMP = 21
+
+
 def active() -> bool:
-    """Is a seccomp filter in force on this process (``Seccomp: 2`` in /proc/self/status)?"""
+    """Is a seccomp filter in force on this process? (``prctl(PR_GET_SECCOMP)`` is 2; the sandbox
+    has no /proc. Else ``Seccomp: 2`` in /proc/self/status.)"""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(PR_GET_SECCOMP, 0, 0, 0, 0)) == 2
+    except (OSError, AttributeError, ImportError):
+        pass
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -155,11 +185,14 @@ def install() -> tuple[bool, str]:
         for request in (TIOCSTI, TIOCLINUX):
             f.add_rule(kill, "ioctl", sc.Arg(1, sc.EQ, request))
             rules += 1
-        try:
-            f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-            rules += 1
-        except (OSError, RuntimeError, ValueError):
-            pass
+        f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, socket.AF_UNIX))
+        rules += 1
+        for name, err in (("clone3", errno.ENOSYS), ("sysinfo", errno.EPERM)):
+            try:
+                f.add_rule(sc.ERRNO(err), name)
+                rules += 1
+            except (OSError, RuntimeError, ValueError):
+                pass
         f.load()
     except (OSError, RuntimeError, ValueError, TypeError, AttributeError) as exc:
         return False, f"loading the seccomp filter failed ({how}): {exc}"

@@ -43,7 +43,6 @@ import rootfs  # noqa: E402,F401 - used by isolation, imported before the file s
 import seccomp_filter  # noqa: E402
 
 sys.path.remove(_HERE)
-seccomp_filter.load_binding()  # before the minimal root hides where the binding lives
 
 # Modules environments commonly import, loaded once in the zygote (imports after the uid drop may
 # not be able to read the interpreter's files, and loading them per task would be slow).
@@ -222,6 +221,10 @@ MAX_SOLUTION_ACTIONS = limits.MAX_SOLUTION_ACTIONS
 def main(argv: list[str]) -> None:
     opts = json.loads(argv[1])
     opts["start_env"] = _START_ENV
+    if opts.get("seccomp_binding", True):
+        seccomp_filter.load_binding()  # before the minimal root hides where the binding lives
+    else:  # the engine asked to behave as if no binding were installed (SPADE_SANDBOX_NO_SECCOMP_BINDING)
+        seccomp_filter.block_binding("no libseccomp binding (python3-seccomp or pyseccomp): hidden by SPADE_SANDBOX_NO_SECCOMP_BINDING")
     for name in opts.get("preload", []):  # trusted, configured by the engine, before isolation
         try:
             __import__(str(name))
