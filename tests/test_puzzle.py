@@ -166,7 +166,7 @@ class GraphEnv(TextGame):
 def test_a_puzzle_whose_answer_is_a_draw_the_question_never_shows_is_unsolvable() -> None:
     # every seed asks a new question and no question repeats, so only the fork probe sees it
     with SandboxPool(fast_config()) as pool:
-        report = Validator(pool, turn_limit=25).validate(inline(HIDDEN_DRAW))
+        report = Validator(pool, turn_limit=25).validate(inline(HIDDEN_DRAW), seed=0)  # fixed: a random seed repeats the draw 1 run in ~100
     assert (report.error_kind, report.failed_check) == ("unsolvable", "solution"), report.detail
     assert "the answer does not follow from the question: with random draw 2 onwards changed" in report.detail
 
