@@ -29,6 +29,7 @@ defect_rate = 0.0
 [loop]
 plays_per_env = 2
 rounds = 2
+designer_batch = 1  # one new slot per design step, so replays interleave with the first six environments
 [replay]
 enabled = true
 p = 0.6
