@@ -530,18 +530,6 @@ def join_files(root: Path, name: str) -> tuple[dict[str, Any], dict[str, Path]]:
     return manifest, paths
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in ("transformers", "gguf", "torch"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "?"
-    return out
-
-
 def install_gguf(
     gguf: Path,
     record: dict[str, Any],
@@ -558,6 +546,7 @@ def install_gguf(
     from spade_engine.models.cache import ModelCache, dir_size, write_manifest
     from spade_engine.models.catalogue import load_catalogue
     from spade_engine.models.convert import convert_gguf
+    from spade_engine.models.fetch import tool_versions
     from spade_engine.models.resolve import convert_local_gguf
 
     store = ModelCache.resolve(cache)
@@ -599,7 +588,7 @@ def install_gguf(
             "seconds": seconds,
             "sizes": {"gguf": record["size"], "hf": dir_size(ModelCache.model_dir(work))},
             "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "versions": _versions(),
+            "versions": tool_versions(),
         })
 
     log(f"{entry.name}: converting into {final} (dtype {dtype})")

@@ -78,14 +78,14 @@ def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
         pool = build_pool(spec.tasks, size=spec.size, turns=spec.turns, seed=cfg.seed, exclude_eval=exclude)
         return PoolSource(pool=pool, text=cfg.loop.env_source)
     if spec.kind == "textarena":
-        from .sources import TextArenaSource
+        from .sources import PoolSource
         from .textarena_pool import TextArenaError, build_pool as build_textarena_pool
 
         try:
             pool = build_textarena_pool(spec.tasks, size=spec.size, seed=cfg.seed)
         except TextArenaError as exc:
             raise EnvSourceError(str(exc)) from None
-        return TextArenaSource(pool=pool, text=cfg.loop.env_source)
+        return PoolSource(pool=pool, text=cfg.loop.env_source)
     if spec.kind == "archive":
         from ..events.store import open_event_log, resolve_run
         from .archive import recorded_curriculum

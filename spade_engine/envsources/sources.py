@@ -5,11 +5,11 @@ Each source is the engine's ``proposer`` (:attr:`spade_engine.engine.loop.Engine
 (so a resumed run proposes the same environments). Sources cycle: slot ``index`` takes item
 ``index mod len(items)``, so ``loop.max_envs`` beyond the pool makes further passes over it.
 
-* :class:`PoolSource`: a fixed pool of wrapped reasoning-gym items (:mod:`.rgpool`);
-  ``skill`` is the task, ``document`` names the item (``task/seed``, the id format evaluation
-  items use) and its generator, ``designer`` is ``reasoning-gym:<task>``;
-* :class:`TextArenaSource`: textarena game instances (:mod:`.textarena_pool`); ``skill`` is the
-  game, ``document`` names the instance (``game/seed``), ``designer`` is ``textarena:<game>``;
+* :class:`PoolSource`: a fixed pool of items, each already wrapped as an environment:
+  reasoning-gym items (:mod:`.rgpool`) or textarena game instances (:mod:`.textarena_pool`);
+  ``skill`` is the task (or game), ``document`` names the item (``task/seed``, the id format
+  evaluation items use) and its generator, ``designer`` is ``<kind>:<task>``
+  (``reasoning-gym:gcd``, ``textarena:Mastermind-v0``);
 * :class:`ArchiveSource`: a recorded run's accepted environments (:mod:`.archive`): code,
   skill, difficulty and document as recorded, ``designer`` ``archive:<run>/<env id>``.
 
@@ -25,9 +25,8 @@ from typing import Any
 
 from ..engine.pipeline import env_id_for
 from ..events.catalogue import EnvironmentProposed
-from .rgpool import Pool
 
-__all__ = ["PoolSource", "TextArenaSource", "ArchiveSource"]
+__all__ = ["PoolSource", "ArchiveSource"]
 
 
 def _sha(text: str) -> str:
@@ -36,9 +35,11 @@ def _sha(text: str) -> str:
 
 @dataclass
 class PoolSource:
-    """Proposals from a :class:`~.rgpool.Pool` (see the module docstring)."""
+    """Proposals from a pool of wrapped items (see the module docstring): a
+    :class:`~.rgpool.Pool` or a :class:`~.textarena_pool.TextArenaPool`, whose items have
+    ``task``, ``index``, ``item_id``, ``code`` and ``document(generator)``."""
 
-    pool: Pool
+    pool: Any
     text: str
 
     def propose(self, engine: Any, index: int) -> EnvironmentProposed:
@@ -54,37 +55,7 @@ class PoolSource:
             document=item.document(self.pool.generator),
             prompt=(f"fixed pool {self.text}: item {item.item_id} (index {item.index} of the task), "
                     f"pass {index // len(items) + 1} over {len(items)} items"),
-            designer=f"reasoning-gym:{item.task}",
-        )
-
-    def describe(self) -> dict[str, Any]:
-        return {"source": self.text, **self.pool.describe()}
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-@dataclass
-class TextArenaSource:
-    """Proposals from a :class:`~.textarena_pool.TextArenaPool` (see the module docstring)."""
-
-    pool: Any
-    text: str
-
-    def propose(self, engine: Any, index: int) -> EnvironmentProposed:
-        items = self.pool.items
-        item = items[index % len(items)]
-        return EnvironmentProposed(
-            env_id=env_id_for(engine.run_id, index),
-            skill=item.game,
-            difficulty=0.5,
-            code=item.code,
-            code_sha256=_sha(item.code),
-            policy_version=engine.ctx.policy.version,
-            document=item.document(self.pool.generator),
-            prompt=(f"fixed pool {self.text}: instance {item.item_id} (index {item.index} of the game), "
-                    f"pass {index // len(items) + 1} over {len(items)} instances"),
-            designer=f"textarena:{item.game}",
+            designer=f"{self.pool.describe()['kind']}:{item.task}",
         )
 
     def describe(self) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from typing import Any
 from ..errors import SpadeError
 from ..events.catalogue import DocumentRef
 from ..evaluation.seeds import check_training_seeds, training_dataset_seed
+from .rgpool import class_name_for
 
 __all__ = [
     "TextArenaError", "TextArenaItem", "TextArenaPool", "GAME_PATTERN", "SOLVERS", "check_game", "build_pool",
@@ -98,6 +99,11 @@ class TextArenaItem:
     index: int
     seed: int
     code: str
+
+    @property
+    def task(self) -> str:
+        """The game (what a pool source names the skill after)."""
+        return self.game
 
     @property
     def item_id(self) -> str:
@@ -215,12 +221,6 @@ class __CLASS__:
         game = self._game()
         return ["\\\\boxed{" + move + "}" for move in __SOLVER__]
 '''
-
-
-def class_name_for(game: str) -> str:
-    """``TowerOfHanoi-v0-hard`` -> ``TowerOfHanoiV0HardEnv``."""
-    parts = [p for p in re.split(r"[^0-9A-Za-z]+", game) if p]
-    return "".join(p[:1].upper() + p[1:] for p in parts) + "Env"
 
 
 def render_env(*, game: str, seed: int, max_turns: int, generator: str) -> str:

