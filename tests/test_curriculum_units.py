@@ -406,18 +406,10 @@ def _designer_run(n_envs: int, cfg: EngineConfig) -> list[Record]:
     return recs
 
 
-@pytest.mark.parametrize("baseline", ["window", "batch"])
-def test_designer_signal_for_every_skill(baseline):
-    """Under the default config (every skill of the default skill set, 16, rotating one
-    environment at a time; batches of 4 groups): the running window gives every designer sample
-    but the run's first a baseline, so every skill gets a policy-gradient signal; per-batch
-    centring drops all of them (a skill is at most once in a batch of 4)."""
-    cfg = load_config(environ={})
+def _designer_signal(cfg, n: int, skills: list[str], baseline: str) -> tuple[int, int, dict[str, int]]:
+    """Designer samples used, candidates, and samples with a non-zero advantage per skill, when
+    the trainer's batches take ``n`` designed environments of ``cfg``'s skill schedule."""
     tc = cfg.trainer
-    assert tc.designer_baseline == "window" and tc.batch_groups == 4
-    skills = _skills_of(cfg)
-    assert skills == skill_names() and len(skills) == 16
-    n = 7 * len(skills)
     asm = BatchAssembler(designer_window=tc.designer_window)
     for r in _designer_run(n, cfg):
         asm.observe(r)
@@ -431,6 +423,22 @@ def test_designer_signal_for_every_skill(baseline):
         for s in samples:
             if s.advantage != 0:
                 nonzero[skill_of[s.env_id]] += 1
+    return used, candidates, nonzero
+
+
+@pytest.mark.parametrize("baseline", ["window", "batch"])
+def test_designer_signal_for_every_skill(baseline):
+    """Under the default config (every skill of the default skill set, 16, rotating one
+    environment at a time; batches of 4 groups): the running window gives every designer sample
+    but the run's first a baseline, so every skill gets a policy-gradient signal; per-batch
+    centring drops all of them (a skill is at most once in a batch of 4)."""
+    cfg = load_config(environ={})
+    tc = cfg.trainer
+    assert tc.designer_baseline == "window" and tc.batch_groups == 4
+    skills = _skills_of(cfg)
+    assert skills == skill_names() and len(skills) == 16
+    n = 7 * len(skills)
+    used, candidates, nonzero = _designer_signal(cfg, n, skills, baseline)
     assert candidates == n
     if baseline == "window":
         assert used == n - 1 and all(k >= 6 for k in nonzero.values()), nonzero
@@ -449,19 +457,7 @@ def test_designer_signal_for_every_skill_under_the_release_preset(baseline):
     assert tc.batch_groups == 24 and cfg.loop.block_envs == 24 and cfg.loop.skills_per_block == 3 and cfg.loop.rounds == 4
     skills = _skills_of(cfg)
     n = 2 * 24
-    asm = BatchAssembler(designer_window=tc.designer_window)
-    for r in _designer_run(n, cfg):
-        asm.observe(r)
-    skill_of = {f"e{i}": _skill_at(cfg, i) for i in range(n)}
-    used, candidates, nonzero = 0, 0, {s: 0 for s in skills}
-    while asm.ready:
-        samples, stats = build_samples(asm.take(tc.batch_groups), current_step=0, max_lag=4, lag_of=asm.lag,
-                                       designer_baseline=baseline)
-        used += stats.designer_samples
-        candidates += stats.designer_candidates
-        for s in samples:
-            if s.advantage != 0:
-                nonzero[skill_of[s.env_id]] += 1
+    used, candidates, nonzero = _designer_signal(cfg, n, skills, baseline)
     assert candidates == n and used == (n - 1 if baseline == "window" else n)
     assert all(k >= 7 for k in nonzero.values()), nonzero  # one block of 8 per skill
 
