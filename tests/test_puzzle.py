@@ -171,6 +171,47 @@ def test_a_puzzle_whose_answer_is_a_draw_the_question_never_shows_is_unsolvable(
     assert "the answer does not follow from the question: with random draw 2 onwards changed" in report.detail
 
 
+#: the 0.5B's accepted "inventory" puzzle of 2026-12-02: a new question per seed, the answer 42
+FIXED_ANSWER = '''import random
+import re
+
+
+class KeyValueEnv(TextGame):
+    """Key-value store lookups."""
+    def setup(self, rng):
+        self.values = rng.randint(1, 100)
+        self.question = f"Find the value of {self.values} using a Key-value store API."
+        self.answer = self.compute_answer()
+        return self.question
+
+    def compute_answer(self):
+        return 42
+'''
+
+#: a yes/no puzzle whose answers vary: not a fixed answer
+PARITY = '''import random
+import re
+
+
+class ParityEnv(TextGame):
+    """Is the sum even?"""
+    def setup(self, rng):
+        values = [rng.randint(1, 50) for _ in range(3)]
+        self.answer = "yes" if sum(values) % 2 == 0 else "no"
+        return f"Is the sum of {values[0]}, {values[1]} and {values[2]} even? Answer yes or no."
+'''
+
+
+@pytest.mark.sandbox
+def test_a_puzzle_whose_every_question_has_the_same_answer_is_unsolvable() -> None:
+    with SandboxPool(fast_config()) as pool:
+        v = Validator(pool, turn_limit=25)
+        fixed, parity = v.validate(inline(FIXED_ANSWER), seed=0), v.validate(inline(PARITY), seed=0)
+    assert (fixed.error_kind, fixed.failed_check) == ("unsolvable", "solution"), fixed.detail
+    assert "all 8 different questions have the same answer ('42')" in fixed.detail
+    assert parity.valid, parity.detail
+
+
 @pytest.mark.sandbox
 def test_a_puzzle_drawing_with_the_global_random_module_draws_from_the_episodes_rng() -> None:
     # what the 0.5B writes: random.randint instead of rng.randint (its SortSwapsPuzzleEnv was nondeterministic)

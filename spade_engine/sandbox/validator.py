@@ -22,9 +22,10 @@ check               passes when                                                 
 ``solution``        solution() actions, replayed at both seeds, reach success;    unsolvable
                     for a puzzle, over 8 more seeds: a repeated      trivial
                     question keeps its answer; questions differ; the
-                    question does not show its answer; and with the
-                    random draws after the k-th changed, a question
-                    that stays the same keeps its answer
+                    question does not show its answer; six or more
+                    different questions do not all share one answer;
+                    and with the random draws after the k-th changed,
+                    a question that stays the same keeps its answer
 ``not_trivial``     no probe action wins                                          trivial
 ``gymnasium_api``   gymnasium's check_env passes on the adapted environment       contract
 ==================  ============================================================  ================
@@ -83,6 +84,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("gymnasium_api", "_gymnasium"),
 )
 CHECK_NAMES = tuple(name for name, _ in CHECKS)
+#: a puzzle whose this many different questions all have one answer ignores its values (the
+#: 0.5B's ``return 42``); a yes/no puzzle is rejected by chance with probability 2**-(n-1)
+CONSTANT_ANSWER_QUESTIONS = 6
 #: resets a puzzle's one-answer test draws (``solution`` check)
 PUZZLE_SEEDS = 8
 #: a reset seed with this bit asks TextGame for its fork probe (``textgame.py``); draws probed
@@ -456,7 +460,8 @@ class Validator:
         """A puzzle is a question that decides its answer, drawn anew per seed, without the
         answer in it. Over ``PUZZLE_SEEDS`` more resets: two episodes that ask the same question
         have the same answer (``unsolvable`` otherwise: an answer drawn apart from its question);
-        at least two questions differ (``trivial`` otherwise: one fixed item); the question does
+        six or more different questions do not all share one answer (``unsolvable``: a fixed
+        answer); at least two questions differ (``trivial`` otherwise: one fixed item); the question does
         not show its answer at every seed (``trivial``). Each is a measured 0.5B failure that the
         other checks pass."""
         assert run.iid is not None
@@ -481,6 +486,13 @@ class Validator:
         if len(asked) < 2:
             raise _Fail(ErrorKind.TRIVIAL, f"every one of {PUZZLE_SEEDS} seeds asks the same question: draw the "
                         "puzzle's values with rng, so each episode is a new question")
+        answers = {a for _, a in asked.values()}
+        if len(asked) >= CONSTANT_ANSWER_QUESTIONS and len(answers) == 1:
+            raise _Fail(
+                ErrorKind.UNSOLVABLE,
+                f"all {len(asked)} different questions have the same answer ({_short(answer)}): self.answer must be "
+                "computed from the values the question shows, not fixed",
+            )
         self._answer_follows_question(run)
         if shown == PUZZLE_SEEDS:
             raise _Fail(ErrorKind.TRIVIAL, f"the question shows its own answer at every one of {PUZZLE_SEEDS} seeds "
