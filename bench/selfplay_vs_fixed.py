@@ -211,7 +211,8 @@ def run_arm(name: str, overrides: dict[str, Any], a: argparse.Namespace, data: P
         t1 = time.perf_counter()
         ev = PeriodicEvaluator(eval_config(a), log=engine.log, blobs=engine.blobs, policy=engine.ctx.policy, tasks=tasks,
                                model=a.model, on_progress=eval_progress(name))
-        ev.evaluate_version(latest.version if latest else "v0", latest.checkpoint if latest else None)
+        ev.evaluate_version(latest.version if latest else "v0", latest.checkpoint if latest else None,
+                            adapter=latest.adapter if latest else None)
         eval_s = time.perf_counter() - t1
         stats = engine.state.stats()
     log = open_event_log(run_id, data_dir=data)

@@ -4,7 +4,8 @@
 #   scripts/setup.sh --system also Debian packages the sandbox's kernel filter (libseccomp2,
 #                             python3-seccomp) and the service-backed tests use
 #                             (kcat, chromium, chromium-driver, postgresql, docker-compose for
-#                             `docker-compose config` on compose.yaml) and the Kafka jars
+#                             `docker-compose config` on compose.yaml), the Kafka jars, and
+#                             llama.cpp (llama-cpp-python, built once per machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,4 +60,10 @@ fi
 
 if [[ "${1:-}" == "--system" && -f scripts/kafka_broker.py ]]; then
   $PY scripts/kafka_broker.py fetch
+fi
+
+if [[ "${1:-}" == "--system" ]]; then
+  # llama.cpp for the real-model tests: built once per machine into ~/.cache/spade-engine/wheels
+  # (about 10 minutes on 2 cores, with progress), then installed from there
+  $PY -m spade_engine.cli models install-llamacpp
 fi

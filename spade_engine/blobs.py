@@ -74,6 +74,18 @@ class BlobStore:
             raise BlobError(f"blob {ref.uri} is missing (looked in {path})")
         return path
 
+    def verified(self, ref: BlobRef) -> Path:
+        """Local path of ``ref`` after checking its sha256 (streamed); raises :class:`BlobError`
+        if it is missing or corrupt."""
+        path = self.resolve(ref)
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+        if h.hexdigest() != ref.sha256:
+            raise BlobError(f"blob {ref.uri} is corrupt: sha256 does not match")
+        return path
+
     def get_bytes(self, ref: BlobRef, *, verify: bool = True) -> bytes:
         data = self.resolve(ref).read_bytes()
         if verify and hashlib.sha256(data).hexdigest() != ref.sha256:

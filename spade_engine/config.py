@@ -510,6 +510,15 @@ class EngineConfig(_Section):
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
 
+    @model_validator(mode="after")
+    def _llamacpp_trains_adapters(self) -> "EngineConfig":
+        if self.policy.kind == "llamacpp" and self.trainer.enabled and not self.trainer.lora:
+            raise ValueError(
+                "the llamacpp policy serves trained weights as LoRA adapters on its GGUF model: "
+                "set trainer.lora = true to train with it (or policy.kind = \"transformers\")"
+            )
+        return self
+
     def with_run_seed(self) -> "EngineConfig":
         """This config with its run seed set: itself when it has one, else a copy with a seed
         drawn by :func:`draw_run_seed` (what a new run records in RunStarted)."""

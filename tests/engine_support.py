@@ -34,7 +34,7 @@ class ScriptedDesigner:
                 out.append(Sample(text=self.hint if r.role == "hinter" else self.action))
         return out
 
-    def load_version(self, version, checkpoint):
+    def load_version(self, version, checkpoint, *, adapter=None):
         pass
 
     def describe(self):

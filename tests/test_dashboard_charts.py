@@ -147,7 +147,7 @@ def test_rolling_mean_and_thinning_keep_every_plotted_value_exact():
 def test_training_metric_order_and_curves_without_updates():
     order, headline = training_metric_order(["tokens", "grad_norm", "adv_std", "loss", "kl_to_ref", "zeta"])
     assert order == ["loss", "grad_norm", "adv_std", "kl_to_ref", "tokens", "zeta"] and headline == 4
-    order, headline = training_metric_order([f"m{i:02d}" for i in range(12)])  # none known: the first 8
-    assert headline == 8 and order[0] == "m00"
+    order, headline = training_metric_order([f"m{i:02d}" for i in range(12)])  # none known: the first 10
+    assert headline == 10 and order[0] == "m00"
     empty = training_curves([], 5)
     assert (empty["x"], empty["metrics"], empty["updates"]) == ([], [], 0)

@@ -60,7 +60,7 @@ class Scripted:
         self.calls.append(len(requests))
         return [Sample(text=self._answer(r), completion_token_ids=[1, 2]) for r in requests]
 
-    def load_version(self, version, checkpoint):
+    def load_version(self, version, checkpoint, *, adapter=None):
         raise AssertionError("not used")
 
     def describe(self):

@@ -34,6 +34,7 @@ def test_catalogue_has_every_pipeline_event():
         "RegretEstimated",
         "EnvironmentReplayed",
         "PolicyUpdated",
+        "PolicyLoaded",
         "RunStopped",
         "EvaluationCompleted",
     }

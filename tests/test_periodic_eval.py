@@ -153,7 +153,7 @@ class Recording:
     def version(self):
         return self._version
 
-    def load_version(self, version, checkpoint):
+    def load_version(self, version, checkpoint, *, adapter=None):
         self.loaded.append((version, checkpoint))
         self._version = version
 

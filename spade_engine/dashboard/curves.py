@@ -35,9 +35,11 @@ CURVE_METRICS = ("win_rate_plain", "win_rate_hinted", "regret", "designer_reward
 #: points per curve sent to the page (the newest always among them)
 MAX_POINTS = 600
 #: training metrics shown first, when present (then the rest, alphabetically)
-_TRAINING_FIRST = ("loss", "kl", "grad_norm", "advantage_mean", "advantage_std", "clip_fraction", "agent_reward_mean",
-                   "designer_reward_mean", "logprob_mismatch", "ratio_mean", "tis_weight_mean", "entropy")
-_HEADLINE = 8
+#: (the inference/trainer log-prob mismatch among them: how far the served model is from the trained one)
+_TRAINING_FIRST = ("loss", "kl", "grad_norm", "logprob_mismatch", "logprob_mismatch_max", "tis_capped_share",
+                   "advantage_mean", "advantage_std", "clip_fraction", "agent_reward_mean", "designer_reward_mean",
+                   "ratio_mean", "tis_weight_mean", "entropy")
+_HEADLINE = 10
 _DIGITS = 9
 
 
@@ -120,7 +122,7 @@ def env_curves(envs: Mapping[str, Mapping[str, Any]], window: int, *, max_points
 def training_metric_order(names: Iterable[str]) -> tuple[list[str], int]:
     """Metric names in display order, and how many of them are headline ones: the usual losses
     and statistics (loss, kl and advantages, gradient norm, clip fraction, rewards, ...) first,
-    at most 8 of them, then the rest alphabetically; with none of those, the first 8."""
+    at most 10 of them, then the rest alphabetically; with none of those, the first 10."""
     names = set(names)
     first = [n for n in _TRAINING_FIRST if n in names]
     first += sorted(n for n in names if n not in first and ("kl" in n.lower() or "adv" in n.lower()))

@@ -36,7 +36,7 @@ from .. import __version__
 from ..blobs import BlobStore
 from ..config import EngineConfig
 from ..errors import SpadeError
-from ..events.catalogue import EventPayload, RunStarted, RunStopped
+from ..events.catalogue import EventPayload, PolicyLoaded, RunStarted, RunStopped
 from ..events.codec import make_envelope
 from ..events.log import EventLog
 from . import stages
@@ -132,8 +132,9 @@ class Engine:
 
     def _append(self, payload: EventPayload, causation_id: str | None = None) -> str:
         """Append one event: stage outputs get their deterministic id (:func:`.pipeline.output_event_id`),
-        run-level lifecycle events (RunStarted, RunStopped: one per start) a fresh one."""
-        lifecycle = isinstance(payload, (RunStarted, RunStopped))
+        run-level lifecycle events (RunStarted, RunStopped: one per start; PolicyLoaded: one per switch)
+        a fresh one."""
+        lifecycle = isinstance(payload, (RunStarted, RunStopped, PolicyLoaded))
         env = make_envelope(
             payload, run_id=self.run_id, producer=PRODUCER, causation_id=causation_id,
             event_id=None if lifecycle else output_event_id(self.run_id, payload),
@@ -310,4 +311,6 @@ class Engine:
             run_stage(self.ctx, self.state, st, stage, self._append, should_stop=lambda: self.stopping)
 
     def _maybe_load_policy(self) -> None:
-        load_latest_policy(self.ctx.policy, self.state, self.blobs)
+        loaded = load_latest_policy(self.ctx.policy, self.state, self.blobs)
+        if loaded is not None:
+            self._append(loaded)

@@ -34,6 +34,7 @@ seed depend on its slot only, so batching changes no decision.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import msgspec
@@ -42,12 +43,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import EngineConfig
+from ..policy.versions import load_policy_update, loaded_event
 from ..events.catalogue import (
     EnvironmentProposed,
     EnvironmentReplayed,
     EnvironmentValidated,
     EventPayload,
     HintWritten,
+    PolicyLoaded,
     RegretEstimated,
     RolloutCompleted,
 )
@@ -323,16 +326,17 @@ def run_stage(
     handler(ctx, state, st, emit, should_stop)
 
 
-def load_latest_policy(policy: Any, state: RunState, blobs: Any) -> bool:
+def load_latest_policy(policy: Any, state: RunState, blobs: Any, *, producer_role: str = "engine") -> PolicyLoaded | None:
     """Switch ``policy`` to the newest PolicyUpdated version in ``state`` (from the trainer);
-    return whether it changed."""
+    return the PolicyLoaded event to record when it changed (``None`` when it did not)."""
     if not state.policy_updates:
-        return False
+        return None
     latest = state.policy_updates[-1]
     if latest.version == policy.version:
-        return False
-    path = None
-    if latest.checkpoint is not None and blobs is not None:
-        path = str(blobs.resolve(latest.checkpoint))
-    policy.load_version(latest.version, path)
-    return True
+        return None
+    if blobs is None:
+        t = time.perf_counter()
+        policy.load_version(latest.version, None)
+        return loaded_event(policy, latest, time.perf_counter() - t, producer_role=producer_role)
+    seconds = load_policy_update(policy, latest, blobs)
+    return loaded_event(policy, latest, seconds, producer_role=producer_role)

@@ -295,7 +295,9 @@ class RolloutWorker(GroupWorker):
         if isinstance(event, EnvironmentValidated) and not (event.valid and event.accepted):
             return True
         st = self._env(event.env_id)
-        load_latest_policy(self.ctx.policy, self.view, self.blobs)
+        loaded = load_latest_policy(self.ctx.policy, self.view, self.blobs, producer_role=self.role)
+        if loaded is not None:
+            self.stats.appended += self.log.append([make_envelope(loaded, run_id=self.log.run_id, producer=self.emit.producer)])
         stage = next_stage(self.cfg, st)
         if not self._mine(stage):
             self.stats.skipped += 1

@@ -32,6 +32,8 @@ class RunCheckpoint:
     base_model: str | None
     path: Path | None
     sha256: str | None
+    #: the verified LoRA adapter of the version, when its trainer wrote one (PolicyUpdated v2)
+    adapter: Path | None = None
 
 
 def _updates(log: EventLog) -> list[PolicyUpdated]:
@@ -63,6 +65,8 @@ def find_checkpoint(log: EventLog, version: str, blobs: BlobStore) -> RunCheckpo
     if ev.checkpoint is None:
         return RunCheckpoint(run_id=log.run_id, version=ev.version, base_model=ev.base_model or base, path=None, sha256=None)
     path = verified_path(blobs, ev.checkpoint)
+    adapter = verified_path(blobs, ev.adapter) if ev.adapter is not None else None
     return RunCheckpoint(
-        run_id=log.run_id, version=ev.version, base_model=ev.base_model or base, path=path, sha256=ev.checkpoint.sha256
+        run_id=log.run_id, version=ev.version, base_model=ev.base_model or base, path=path, sha256=ev.checkpoint.sha256,
+        adapter=adapter,
     )

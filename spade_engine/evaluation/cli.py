@@ -53,7 +53,8 @@ def build_policy(
         policy.batch_size = max(int(policy.batch_size), batch_size)
     if checkpoint is not None:
         path = str(checkpoint.path) if checkpoint.path is not None else None
-        policy.load_version(checkpoint.version, path)
+        adapter = str(checkpoint.adapter) if checkpoint.adapter is not None else None
+        policy.load_version(checkpoint.version, path, adapter=adapter)
     return policy
 
 

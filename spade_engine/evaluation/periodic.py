@@ -173,14 +173,16 @@ class PeriodicEvaluator:
         version = latest.version if latest is not None else "v0"
         if not self.due(step) or periodic_evaluation_id(self.log.run_id, version, self.cfg) in self.recorded_ids():
             return []
-        return self.evaluate_version(version, latest.checkpoint if latest is not None else None)
+        if latest is None:
+            return self.evaluate_version(version, None)
+        return self.evaluate_version(version, latest.checkpoint, adapter=latest.adapter)
 
     def after_update(self, ev: PolicyUpdated) -> list[EvaluationCompleted]:
         """Called by the trainer after it published ``ev``: evaluate it when due."""
         self._caught_up = True  # a trainer that already trained needs no catch-up
         if not self.due(ev.step):
             return []
-        return self.evaluate_version(ev.version, ev.checkpoint)
+        return self.evaluate_version(ev.version, ev.checkpoint, adapter=ev.adapter)
 
     # -- how --------------------------------------------------------------------------------------
 
@@ -204,15 +206,19 @@ class PeriodicEvaluator:
             self._owns_pool = True
         return self.pool
 
-    def evaluate_version(self, version: str, checkpoint: BlobRef | None) -> list[EvaluationCompleted]:
-        """Load ``version`` (its checkpoint, or the base weights for ``v0``), score it, record it."""
+    def evaluate_version(
+        self, version: str, checkpoint: BlobRef | None, *, adapter: BlobRef | None = None
+    ) -> list[EvaluationCompleted]:
+        """Load ``version`` (its checkpoint and adapter, or the base weights for ``v0``), score
+        it, record it."""
         tasks = self._tasks()
         policy = self._policy()
         if policy.version != version:
             path = str(verified_path(self.blobs, checkpoint)) if checkpoint is not None else None
-            if path is None and version != "v0":
+            adapter_path = str(verified_path(self.blobs, adapter)) if adapter is not None else None
+            if path is None and adapter_path is None and version != "v0":
                 raise ConfigError(f"policy version {version} has no checkpoint to evaluate")
-            policy.load_version(version, path)
+            policy.load_version(version, path, adapter=adapter_path)
         needs_pool = any(t.dataset is None for t in tasks)
         sandbox = self.sandbox or SandboxConfig()
         results = evaluate(

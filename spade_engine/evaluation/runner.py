@@ -257,8 +257,8 @@ class _Sampling:
         self.completion_tokens += sum(len(s.completion_token_ids) for s in samples)
         return samples
 
-    def load_version(self, version: str, checkpoint: str | None) -> None:  # pragma: no cover - protocol
-        self._policy.load_version(version, checkpoint)
+    def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:  # pragma: no cover - protocol
+        self._policy.load_version(version, checkpoint, adapter=adapter)
 
     def describe(self) -> dict[str, Any]:  # pragma: no cover - protocol
         return self._policy.describe()

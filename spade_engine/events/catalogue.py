@@ -10,7 +10,7 @@ Data flow (the stage table is :mod:`spade_engine.engine.pipeline`)::
     RunStarted
     EnvironmentProposed -> EnvironmentValidated -> HintWritten -> RolloutCompleted x (plain + hinted)
                         -> RegretEstimated (round 0) [-> RolloutCompleted x plain -> RegretEstimated (round r)]
-                        -> (trainer) PolicyUpdated
+                        -> (trainer) PolicyUpdated -> PolicyLoaded (each process serving the new version)
     EnvironmentReplayed (level replay of an archived environment) -> RolloutCompleted -> RegretEstimated
     RunStopped
     (eval) EvaluationCompleted                  one per task of a held-out suite, per policy version
@@ -41,6 +41,7 @@ __all__ = [
     "RegretEstimated",
     "EnvironmentReplayed",
     "PolicyUpdated",
+    "PolicyLoaded",
     "RunStopped",
     "EvaluationCompleted",
     "EVENT_TYPES",
@@ -389,9 +390,13 @@ class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
     ``consumed`` maps each partition to the next offset after the last event this update used
     (the trainer's resume point); ``metrics`` are the update's losses and statistics;
     ``optimizer`` references the optimizer state and ``env_ids`` the groups consumed.
+    ``adapter`` (v2), from a LoRA trainer: the adapter alone (safetensors, PEFT names), relative
+    to the run's base weights, which is what an inference engine holding the base model (llama.cpp)
+    loads to serve this version; v1 events are upcast with none.
     """
 
     TYPE: ClassVar[str] = "PolicyUpdated"
+    VERSION: ClassVar[int] = 2
     version: str
     parent_version: str | None
     checkpoint: BlobRef | None
@@ -405,6 +410,26 @@ class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
     #: the groups this update consumed (trained or skipped), in order: the environment id for an
     #: environment's first round, ``<env_id>@r<N>`` for its round N (repeated and replay rounds)
     env_ids: list[str] = msgspec.field(default_factory=list)
+    #: the LoRA adapter of this version (v2), or ``None`` (a full fine-tune, or a v1 event)
+    adapter: BlobRef | None = None
+
+
+class PolicyLoaded(EventPayload, frozen=True, kw_only=True):
+    """A process playing the run's policy switched to a version the trainer published (the engine
+    before its next environment, a rollout worker before its next play): how the version was
+    served and how long the switch took.
+
+    ``served_as``: ``adapter`` (the LoRA adapter on the base weights, as llama.cpp serves it),
+    ``checkpoint`` (merged weights copied in) or ``base`` (v0); ``seconds``: checking the blobs'
+    digests, converting and loading; ``policy_kind``: the backend; ``producer_role``: who loaded it.
+    """
+
+    TYPE: ClassVar[str] = "PolicyLoaded"
+    version: str
+    seconds: float
+    served_as: Literal["adapter", "checkpoint", "base"] = "checkpoint"
+    policy_kind: str = ""
+    producer_role: str = "engine"
 
 
 class RunStopped(EventPayload, frozen=True, kw_only=True):
@@ -478,6 +503,7 @@ EVENT_TYPES: dict[str, type[EventPayload]] = {
         RegretEstimated,
         EnvironmentReplayed,
         PolicyUpdated,
+        PolicyLoaded,
         RunStopped,
         EvaluationCompleted,
     )
@@ -529,6 +555,13 @@ def _validated_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
 def _hint_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
     """v1 stages ran no garbage probe."""
     p.setdefault("garbage_probe", None)
+    return p
+
+
+@register_upcaster("PolicyUpdated", 1)
+def _policy_updated_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
+    """v1 trainers wrote no adapter blob (LoRA versions held merged weights only)."""
+    p.setdefault("adapter", None)
     return p
 
 

@@ -56,6 +56,8 @@ def summarize(rec: Record) -> str:
         return hint[:60] + ("..." if len(hint) > 60 else "")
     if t == "PolicyUpdated":
         return f"version={p.get('version')} step={p.get('step')}"
+    if t == "PolicyLoaded":
+        return f"version={p.get('version')} as {p.get('served_as')} in {_num(p.get('seconds'), '.2f')}s by {p.get('producer_role')}"
     if t == "RunStopped":
         return f"reason={p.get('reason')}"
     if t == "RunStarted":

@@ -7,6 +7,8 @@ every command resolves it). Layout::
     <root>/<name>/<name>.gguf        the assembled, verified GGUF
     <root>/<name>/hf/                plain transformers directory: from_pretrained() loads it
     <root>/local/<sha256>/...        the same for a local .gguf file, keyed by its sha256
+    <root>/tokenizers/<sha256>/hf/   the tokenizer alone of a local .gguf file (llama.cpp runs
+                                     the file itself and needs no converted weights)
     <root>/tmp/                      work in progress and per-model lock files
 
 Everything is built in a fresh directory under ``tmp/`` and renamed into place only when it is
@@ -76,6 +78,10 @@ class ModelCache:
         """Directory of the conversion of a local GGUF file with this sha256."""
         return self.root / "local" / sha256
 
+    def tokenizer_dir(self, sha256: str) -> Path:
+        """Directory of the tokenizer alone of a local GGUF file with this sha256."""
+        return self.root / "tokenizers" / sha256
+
     @staticmethod
     def model_dir(entry_dir: Path) -> Path:
         """The transformers directory inside an entry directory."""
@@ -123,15 +129,17 @@ class ModelCache:
         key: str,
         force: bool = False,
         on_wait: Callable[[], None] | None = None,
+        complete: Callable[[Path], bool] | None = None,
     ) -> bool:
         """Run ``build(work_dir)`` and rename the work directory to ``final``.
 
-        Returns False (and builds nothing) when ``final`` is already complete and not ``force``.
+        Returns False (and builds nothing) when ``final`` is already complete (``complete``, by
+        default :meth:`is_complete`) and not ``force``.
         On any failure, including KeyboardInterrupt, the work directory is removed and ``final``
         is left as it was.
         """
         with self._lock(key, on_wait):
-            if self.is_complete(final) and not force:
+            if (complete or self.is_complete)(final) and not force:
                 return False
             self._clear_stale(key)
             work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=self.tmp_dir))

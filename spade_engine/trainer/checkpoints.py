@@ -40,6 +40,7 @@ from ..events.log import EventLog, Record
 __all__ = [
     "effective_state_dict",
     "save_weights",
+    "save_adapter",
     "load_weights_into",
     "save_optimizer",
     "load_optimizer",
@@ -74,6 +75,16 @@ def save_weights(model: Any, blobs: BlobStore, *, metadata: dict[str, str] | Non
     Metadata must be deterministic for identical weights to share a digest (no timestamps).
     """
     return _put_safetensors(blobs, effective_state_dict(model), {"kind": "weights", **(metadata or {})})
+
+
+def save_adapter(model: Any, blobs: BlobStore, *, metadata: dict[str, str] | None = None) -> BlobRef:
+    """Write a LoRA model's adapter alone (relative to the base weights) as one blob of media type
+    :data:`~spade_engine.policy.lora_adapter.ADAPTER_MEDIA_TYPE`; return its reference."""
+    from ..policy.lora_adapter import ADAPTER_MEDIA_TYPE, adapter_state
+
+    tensors, meta = adapter_state(model)
+    ref = _put_safetensors(blobs, tensors, {**meta, **(metadata or {})})
+    return BlobRef(uri=ref.uri, sha256=ref.sha256, size=ref.size, media_type=ADAPTER_MEDIA_TYPE)
 
 
 def save_optimizer(optimizer: torch.optim.Optimizer, blobs: BlobStore) -> BlobRef:
@@ -149,18 +160,7 @@ def version_step(version: str) -> int | None:
 
 def verified_path(blobs: BlobStore, ref: BlobRef) -> Path:
     """Local path of ``ref`` after checking its sha256 (streamed); raises BlobError if corrupt."""
-    import hashlib
-
-    from ..blobs import BlobError
-
-    path = blobs.resolve(ref)
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    if h.hexdigest() != ref.sha256:
-        raise BlobError(f"checkpoint {ref.uri} is corrupt: sha256 does not match")
-    return path
+    return blobs.verified(ref)
 
 
 def latest_policy_update(log: EventLog, cursor: dict[int, int] | None = None) -> tuple[Record, PolicyUpdated] | None:
@@ -184,12 +184,13 @@ def sync_policy(policy: Any, log: EventLog, blobs: BlobStore) -> bool:
     Returns True when weights were loaded. Rollout and designer workers call this whenever they
     see a PolicyUpdated (or before each batch).
     """
+    from ..policy.versions import load_policy_update
+
     latest = latest_policy_update(log)
     if latest is None:
         return False
     _, ev = latest
     if ev.version == policy.version:
         return False
-    path = verified_path(blobs, ev.checkpoint) if ev.checkpoint is not None else None
-    policy.load_version(ev.version, str(path) if path is not None else None)
+    load_policy_update(policy, ev, blobs)
     return True

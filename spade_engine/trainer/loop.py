@@ -46,6 +46,7 @@ from .checkpoints import (
     load_deepspeed_state,
     load_optimizer,
     load_weights_into,
+    save_adapter,
     save_deepspeed_state,
     save_optimizer,
     save_weights,
@@ -161,20 +162,36 @@ class Trainer:
         ref_model = copy.deepcopy(model) if config.kl_coef > 0 else None
         self.state = TrainerState()
         self.resumed_from: PolicyUpdated | None = None
+        #: whether the LoRA adapter is relative to the base weights (so it is written with each
+        #: version and an engine holding the base model can serve it); False only after resuming a
+        #: LoRA run whose versions recorded merged weights alone (PolicyUpdated v1)
+        self.adapter_on_base = bool(config.lora)
         last = latest_policy_update(log)
+        resume_adapter = None
         if last is not None:
             _, ev = last
             if ev.base_model and ev.base_model != base_model:
                 raise TrainerSetupError(
                     f"run {log.run_id} was trained from base model {ev.base_model!r}, not {base_model!r}"
                 )
-            if ev.checkpoint is not None:
+            if config.lora and ev.adapter is not None:
+                resume_adapter = verified_path(blobs, ev.adapter)  # loaded into the LoRA model below
+            elif ev.checkpoint is not None:
                 load_weights_into(model, verified_path(blobs, ev.checkpoint))
+                if config.lora:
+                    self.adapter_on_base = False
+                    logger.warning(
+                        "%s recorded merged weights without an adapter: training a new adapter on top of them "
+                        "(its versions cannot be served as adapters on the base model)", ev.version)
             self.state = TrainerState(
                 version=ev.version, step=ev.step, consumed={int(k): int(v) for k, v in ev.consumed.items()}
             )
             self.resumed_from = ev
         self.tm = TrainModel(model, config, device=self.device, ref_model=ref_model)
+        if resume_adapter is not None:
+            from ..policy.lora_adapter import load_adapter_into
+
+            load_adapter_into(self.tm.model, resume_adapter)
         if self.resumed_from is not None and self.resumed_from.optimizer is not None:
             self._restore_optimizer(self.resumed_from.version, self.resumed_from.optimizer)
         self.assembler = BatchAssembler(blobs=blobs, trigger_from=self.state.consumed, designer_window=config.designer_window)
@@ -191,7 +208,7 @@ class Trainer:
         deepspeed_state = ref.media_type == DEEPSPEED_STATE
         if self.tm.engine is not None and deepspeed_state:
             load_deepspeed_state(self.tm.engine, verified_path(self.blobs, ref))
-        elif self.tm.engine is None and not deepspeed_state and not self.cfg.lora:
+        elif self.tm.engine is None and not deepspeed_state and (not self.cfg.lora or self.adapter_on_base):
             load_optimizer(self.tm.optimizer, verified_path(self.blobs, ref))
         else:
             kind = "DeepSpeed" if deepspeed_state else "plain"
@@ -266,10 +283,15 @@ class Trainer:
         _fault("before_checkpoint")
         with self.tm.gathered():
             ckpt = save_weights(self.tm.model, self.blobs, metadata={"base_model": self.base_model})
+            adapter_ref = None
+            if self.cfg.lora and self.adapter_on_base:
+                t_adapter = time.perf_counter()
+                adapter_ref = save_adapter(self.tm.model, self.blobs, metadata={"base_model": self.base_model})
+                metrics["adapter_save_s"] = time.perf_counter() - t_adapter
         opt_ref = None
         if self.tm.engine is not None:
             opt_ref = save_deepspeed_state(self.tm.engine, self.blobs)
-        elif not self.cfg.lora:
+        elif not self.cfg.lora or self.adapter_on_base:
             opt_ref = save_optimizer(self.tm.optimizer, self.blobs)
         _fault("after_checkpoint")
         consumed = dict(self.state.consumed)
@@ -287,6 +309,7 @@ class Trainer:
             base_model=self.base_model,
             optimizer=opt_ref,
             env_ids=[g.group_id for g in held.groups],
+            adapter=adapter_ref,
         )
         self.log.append([make_envelope(ev, run_id=self.log.run_id, producer=self.producer)])
         _fault("after_event")

@@ -9,7 +9,11 @@ count. The ratio's denominator, the *old* log-probs, are those of the weights th
 from: with one step per update they are the current log-probs themselves (detached, ratio 1, so
 the clip is inert), with several steps they are scored once, without gradients, before the first
 step, so later steps' ratios move and the clip acts. Truncated importance weights compare the old
-log-probs with the recorded behaviour log-probs.
+log-probs with the recorded behaviour log-probs; how far the two sides disagree is measured on
+every update (``logprob_mismatch`` mean and ``logprob_mismatch_max`` absolute difference per
+token, ``tis_capped_share`` of tokens whose weight hits ``tis_cap``), which is what tells an
+inference engine that drifted from the trainer (llama.cpp's quantised kernels, a weight sync that
+did not happen) from one that serves the same model.
 
 With ``trainer.kl_coef > 0`` each token's loss adds ``kl_coef * k3``, the low-variance KL
 estimator ``k3 = exp(ref - logp) - (ref - logp) - 1`` against a frozen reference model (slime's
@@ -133,7 +137,8 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
     old_rows = _score(tm.module, samples, cfg, tm, temperature, pad_id) if several else None
     kl_on = cfg.kl_coef > 0 and tm.ref_model is not None
     ref_rows = _score(tm.ref_model, samples, cfg, tm, temperature, pad_id) if kl_on else None
-    names = ("loss", "clipped_tokens", "ratio_sum", "tis_weight_sum", "mismatch_sum", "mismatch_n", "kl_sum", "tokens_seen")
+    names = ("loss", "clipped_tokens", "ratio_sum", "tis_weight_sum", "tis_capped", "mismatch_sum", "mismatch_n", "mismatch_max",
+             "kl_sum", "tokens_seen")
     acc = {k: torch.zeros((), dtype=torch.float32, device=dev) for k in names}
     norms: list[float] = []
     index = {id(s): i for i, s in enumerate(samples)}
@@ -174,8 +179,12 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
                     acc["tokens_seen"] += mask.sum()
                     if weights is not None:
                         acc["tis_weight_sum"] += (weights * mask).sum()
-                    acc["mismatch_sum"] += ((old - torch.nan_to_num(beh)).abs() * known).sum()
+                    gap = (old - torch.nan_to_num(beh)).abs() * known
+                    acc["mismatch_sum"] += gap.sum()
                     acc["mismatch_n"] += known.sum()
+                    acc["mismatch_max"] = torch.maximum(acc["mismatch_max"], gap.max() if gap.numel() else acc["mismatch_max"])
+                    # tokens whose importance weight min(exp(old - behaviour), cap) is at the cap
+                    acc["tis_capped"] += ((old - torch.nan_to_num(beh) >= math.log(cfg.tis_cap)) & known).sum()
             norms.append(tm.step())
     acc_f = {k: float(v) for k, v in acc.items()}
     seen = max(acc_f["tokens_seen"], 1.0)
@@ -188,6 +197,8 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
         "ratio_mean": acc_f["ratio_sum"] / seen,
         "tis_weight_mean": acc_f["tis_weight_sum"] / seen if cfg.tis else 1.0,
         "logprob_mismatch": acc_f["mismatch_sum"] / max(acc_f["mismatch_n"], 1.0),
+        "logprob_mismatch_max": acc_f["mismatch_max"],
+        "tis_capped_share": acc_f["tis_capped"] / max(acc_f["mismatch_n"], 1.0),
         "learning_rate": float(cfg.learning_rate),
         "optimizer_steps": float(len(norms)),
     }

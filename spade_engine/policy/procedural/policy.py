@@ -112,7 +112,7 @@ class ProceduralPolicy:
     def version(self) -> str:
         return self._version
 
-    def load_version(self, version: str, checkpoint: str | None) -> None:
+    def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
         """A simulation has no weights: only the version label changes."""
         self._version = version
 

@@ -1,0 +1,76 @@
+"""A LoRA trainer writes each version's adapter (PolicyUpdated v2), relative to the base weights,
+and a restarted trainer continues that adapter (with its optimizer state) instead of training a
+new one on merged weights; the mismatch between the recorded and the trainer's log-probs is
+measured on every update. An inference engine holding only the base model (llama.cpp) can
+therefore serve any version from its adapter."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from spade_engine.blobs import BlobStore
+from spade_engine.config import TrainerConfig
+from spade_engine.events import PolicyUpdated, SqliteEventLog
+from spade_engine.events.catalogue import decode_payload
+from spade_engine.policy.hf import load_safetensors
+from spade_engine.policy.lora_adapter import ADAPTER_MEDIA_TYPE, read_adapter
+from spade_engine.policy.tiny import build_tiny_model
+from spade_engine.policy.transformers_policy import TransformersPolicy
+from spade_engine.trainer.loop import Trainer
+from trainer_driver import play_round, start_run
+
+
+def _merged(adapter_path, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The base tiny model with the adapter file applied and merged: what the adapter serves."""
+    from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+
+    tensors, meta = read_adapter(adapter_path)
+    model, _ = build_tiny_model(seed=seed)
+    peft_model = get_peft_model(model, LoraConfig(r=meta["r"], lora_alpha=meta["alpha"], target_modules="all-linear"))
+    set_peft_model_state_dict(peft_model, tensors)
+    merged = peft_model.merge_and_unload()
+    return {k: v.detach() for k, v in merged.state_dict().items()}
+
+
+def _close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return all(torch.allclose(a[k], b[k], atol=1e-5) for k in b if k in a)
+
+
+def test_lora_versions_carry_their_adapter_and_a_restarted_trainer_continues_it(tmp_path):
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-lora")
+    blobs = BlobStore(tmp_path / "blobs")
+    start_run(log, "run-lora")
+    policy = TransformersPolicy.from_tiny(seed=0)
+    cfg = TrainerConfig(learning_rate=5e-2, batch_groups=4, device="cpu", lora=True, lora_r=4, lora_alpha=8, max_lag=2)
+
+    play_round(policy, log, "run-lora", 0)
+    (v1,) = Trainer(log, blobs=blobs, config=cfg, base_model="tiny:0").run()
+    assert v1.adapter is not None and v1.adapter.media_type == ADAPTER_MEDIA_TYPE
+    assert v1.optimizer is not None  # a LoRA trainer's Adam moments are kept too now
+    _, meta = read_adapter(blobs.verified(v1.adapter))
+    assert meta["r"] == 4 and meta["alpha"] == 8.0 and meta["base_model"] == "tiny:0"
+    # the adapter on the base weights is exactly the merged checkpoint of the version
+    assert _close(_merged(blobs.verified(v1.adapter)), load_safetensors(blobs.verified(v1.checkpoint)))
+    for key in ("logprob_mismatch", "logprob_mismatch_max", "tis_capped_share"):
+        assert key in v1.metrics and math.isfinite(v1.metrics[key])
+    assert v1.metrics["logprob_mismatch_max"] >= v1.metrics["logprob_mismatch"] >= 0
+    assert 0.0 <= v1.metrics["tis_capped_share"] <= 1.0
+
+    # a new trainer process: it resumes from v1's adapter, so v2's adapter still applies to the base
+    resumed = Trainer(log, blobs=blobs, config=cfg, base_model="tiny:0")
+    start_lora = {k: v.detach().clone() for k, v in resumed.tm.model.named_parameters() if "lora_B" in k}
+    saved, _ = read_adapter(blobs.verified(v1.adapter))
+    assert any(float(v.abs().sum()) > 0 for v in start_lora.values())  # not a fresh (zero) lora_B
+    assert all(torch.equal(start_lora[k], saved[k.replace(".default", "")]) for k in start_lora)
+    play_round(policy, log, "run-lora", 1)
+    (v2,) = resumed.run()
+    assert v2.version == "v2" and v2.adapter is not None and v2.adapter.sha256 != v1.adapter.sha256
+    assert _close(_merged(blobs.verified(v2.adapter)), load_safetensors(blobs.verified(v2.checkpoint)))
+
+
+def test_policy_updated_v1_events_are_upcast_without_an_adapter():
+    payload = {"version": "v1", "parent_version": "v0", "checkpoint": None, "step": 1}
+    ev = decode_payload("PolicyUpdated", 1, payload)
+    assert isinstance(ev, PolicyUpdated) and ev.adapter is None and PolicyUpdated.VERSION == 2
