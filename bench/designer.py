@@ -91,7 +91,7 @@ def run_arm(
             **{f"policy.generation.designer.{k}": v for k, v in BASELINE_SETTINGS.items()},
         }
     cfg = load_config(
-        overrides={"seed": seed, "policy.kind": "transformers", "policy.model": "bench", "loop.max_repairs": 1, **overrides},
+        overrides={"seed": seed, "policy.kind": policy.kind, "policy.model": "bench", "loop.max_repairs": 1, **overrides},
         environ={},
     )
     t_open = time.perf_counter()
@@ -229,7 +229,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for the current arm (repeatable), e.g. loop.prompt_examples=1")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--dtype", default="auto", help="transformers weights' dtype")
+    ap.add_argument("--policy", default=None, metavar="llamacpp|transformers",
+                    help="the backend (default: as start --model picks it: llamacpp for a GGUF model on a CPU)")
     ap.add_argument("--arms", default="current,baseline", help="which arms to run, in order")
     ap.add_argument("--keep", default=None, metavar="DIR",
                     help="keep each arm's data directory under DIR (to read the proposals with spade-engine audit)")
@@ -239,7 +241,9 @@ def main() -> None:
         print(line, flush=True)
 
     t0 = time.perf_counter()
-    policy = TransformersPolicy.from_pretrained(model_source(args.model), dtype=args.dtype)
+    from spade_engine.policy.registry import model_policy
+
+    policy = model_policy(args.model, kind=args.policy, sections={"transformers": {"dtype": args.dtype}})
     from spade_engine.runs.progress import ModelActivity
 
     activity, last = ModelActivity(), [0.0]
@@ -252,7 +256,8 @@ def main() -> None:
 
     policy.on_progress = progress
     d = policy.describe()
-    say(f"model {args.model}: {d['parameters'] / 1e6:.0f}M parameters, {d['dtype']} on {d['device']}, "
+    size = f"{d['parameters'] / 1e6:.0f}M parameters, {d['dtype']}" if "parameters" in d else f"GGUF {d.get('gguf')}"
+    say(f"model {args.model} ({policy.kind}): {size} on {d.get('device', 'cpu')}, "
         f"{os.cpu_count()} CPUs, torch threads {__import__('torch').get_num_threads()}, loaded in "
         f"{time.perf_counter() - t0:.0f}s; load average {load()}")
     max_new = args.max_new_tokens or load_config(environ={}).policy.generation.designer.max_new_tokens
@@ -268,15 +273,17 @@ def main() -> None:
                 f"{res['designer_tokens']} designer tokens at {res['designer_tokens_per_s']} tok/s; "
                 f"{res['wall_s']}s ({res['s_per_accepted_env'] or '-'}s per accepted env); load {res['load_start']} -> {res['load_end']}")
     first = next(iter(arms.values()))
-    cmp = compare_generate(policy, first["_messages"][: min(args.batch, args.n)], args.compare_tokens)
-    say(f"decoding at batch {cmp['compare_batch']}: sampler {cmp['sampler_tokens_per_s']} tok/s, "
-        f"generate() {cmp['generate_tokens_per_s']} tok/s (x{cmp['sampler_speedup']})")
+    cmp: dict[str, Any] = {}
+    if isinstance(policy, TransformersPolicy):  # llama.cpp against transformers: bench/inference.py
+        cmp = compare_generate(policy, first["_messages"][: min(args.batch, args.n)], args.compare_tokens)
+        say(f"decoding at batch {cmp['compare_batch']}: sampler {cmp['sampler_tokens_per_s']} tok/s, "
+            f"generate() {cmp['generate_tokens_per_s']} tok/s (x{cmp['sampler_speedup']})")
     for res in arms.values():
         res.pop("_messages", None)
     current = arms.get("current", first)
     out = {k: current[k] for k in ("valid_first_try", "valid_after_repair", "accepted", "error_kinds",
                                    "designer_tokens_per_s", "s_per_accepted_env")}
-    out.update({"model": args.model, "n": args.n, "current": current, "baseline": arms.get("baseline"), **cmp, "load_end": load()})
+    out.update({"model": args.model, "policy": policy.kind, "n": args.n, "current": current, "baseline": arms.get("baseline"), **cmp, "load_end": load()})
     print(json.dumps(out, default=str))
 
 

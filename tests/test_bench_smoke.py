@@ -51,6 +51,7 @@ CASES = {
     "selfplay_vs_fixed": (["--smoke"], ["arm_a_accuracy", "arm_b_accuracy", "arm_c_accuracy", "delta_a_c", "delta_b_c",
                                         "delta_a_b", "arm_a_updates", "arm_b_updates", "arm_a_completion_tokens",
                                         "arm_b_completion_tokens", "load_average_start", "updates_matched"]),
+    "inference": (["--smoke"], ["speedup_decode_b4", "speedup_prefill_b4", "bandwidth_share", "copy_gb_per_s"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
                           "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
 }
@@ -76,7 +77,9 @@ def test_benchmark_runs_and_reports_its_keys(name: str) -> None:
 def test_model_benchmarks_take_what_start_takes(name: str, tmp_path: Path) -> None:
     """`--model` of the model benchmarks resolves like `start --model` (a catalogue name, a
     directory, a .gguf file): here a tiny GGUF file written by the test, converted into the cache
-    (a bench once passed the spec to from_pretrained as it was, so a catalogue name failed)."""
+    (a bench once passed the spec to from_pretrained as it was, so a catalogue name failed); the
+    designer bench also picks the backend as start does (llama.cpp for a GGUF file on a CPU,
+    which needs only the file's tokenizer in the cache)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from models_support import write_tiny_gguf
 
@@ -88,5 +91,8 @@ def test_model_benchmarks_take_what_start_takes(name: str, tmp_path: Path) -> No
     res = subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py"), "--model", str(gguf), *args],
                          capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=540)
     assert res.returncode == 0, f"bench/{name}.py failed:\n{res.stdout[-2000:]}\n{res.stderr[-3000:]}"
-    json.loads(res.stdout.strip().splitlines()[-1])
-    assert list((tmp_path / "cache" / "local").glob("*/hf/config.json"))  # converted once, into the cache
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    if name == "designer" and result["policy"] == "llamacpp":
+        assert list((tmp_path / "cache" / "tokenizers").glob("*/hf/tokenizer_config.json"))  # extracted once, into the cache
+    else:
+        assert list((tmp_path / "cache" / "local").glob("*/hf/config.json"))  # converted once, into the cache

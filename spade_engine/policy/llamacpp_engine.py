@@ -298,9 +298,11 @@ class LlamaCppEngine:
         stop_check: Callable[[int, list[int]], bool] | None = None,
         on_progress: Callable[[EngineProgress], None] | None = None,
         progress_every_s: float = 1.0,
+        ignore_eog: bool = False,
     ) -> list[SeqResult]:
         """Complete every request (see the module docstring). ``stop_check(i, tokens)`` is asked
-        after each new token of request ``i`` whether the row should stop (stop strings)."""
+        after each new token of request ``i`` whether the row should stop (stop strings);
+        ``ignore_eog`` decodes past end-of-generation tokens (benchmarks: every row runs to its limit)."""
         if self._closed:
             raise LlamaCppError("the llama.cpp engine is closed")
         for r in requests:
@@ -314,7 +316,7 @@ class LlamaCppEngine:
                     f"{self.n_ctx_seq} tokens a sequence holds (policy.llamacpp.context_per_sequence)"
                 )
         with self._lock:
-            return self._generate(list(requests), stop_check, on_progress, progress_every_s)
+            return self._generate(list(requests), stop_check, on_progress, progress_every_s, ignore_eog)
 
     def _generate(
         self,
@@ -322,6 +324,7 @@ class LlamaCppEngine:
         stop_check: Callable[[int, list[int]], bool] | None,
         on_progress: Callable[[EngineProgress], None] | None,
         every_s: float,
+        ignore_eog: bool = False,
     ) -> list[SeqResult]:
         lib = self.lib
         t0 = time.perf_counter()
@@ -378,7 +381,7 @@ class LlamaCppEngine:
             for row, _ in sampled:
                 tok = row.tokens[-1]
                 reason = None
-                if self.is_eog(tok):
+                if not ignore_eog and self.is_eog(tok):
                     reason = "stop"
                 elif len(row.tokens) >= row.request.max_new_tokens:
                     reason = "length"

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "PolicyBackend", "BUILTIN", "register", "backend_names", "backend", "lookup", "backend_settings", "make_policy",
-    "ENTRY_POINT_GROUP", "default_kind_for_model",
+    "ENTRY_POINT_GROUP", "default_kind_for_model", "model_policy",
 ]
 
 ENTRY_POINT_GROUP = "spade_engine.policies"
@@ -183,3 +183,18 @@ def default_kind_for_model(model: str, *, cuda: bool | None = None) -> str:
 
         cuda = torch.cuda.is_available()
     return "transformers" if cuda else "llamacpp"
+
+
+def model_policy(
+    model: str, *, kind: str | None = None, generation: dict[str, Any] | None = None,
+    sections: dict[str, Any] | None = None, data_dir: Any = None,
+) -> "Policy":
+    """The policy a ``--model`` spec runs on, as ``start --model`` builds it: ``kind`` (default
+    :func:`default_kind_for_model`), with ``[policy.generation]`` and backend ``sections`` given
+    as dicts (``{"llamacpp": {"parallel": 16}}``)."""
+    from ..config import PolicyConfig
+
+    cfg = PolicyConfig.model_validate({
+        "kind": kind or default_kind_for_model(model), "model": model, "generation": generation or {}, **(sections or {}),
+    })
+    return make_policy(cfg, data_dir=data_dir)

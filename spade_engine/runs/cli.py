@@ -296,9 +296,9 @@ def start(
         activity.attach(engine.ctx)
         if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
             note(styled((
-                f"{cfg.policy.model} runs on the CPU: expect minutes per designer batch "
-                f"({stages_batch(cfg, engine.ctx.policy)} proposals, up to {cfg.policy.generation.designer.max_new_tokens} "
-                "new tokens each) and per play; the panel shows tokens/s and an ETA", "dim")))
+                f"{cfg.policy.model} runs on the CPU ({cfg.policy.kind}): a designer batch of "
+                f"{stages_batch(cfg, engine.ctx.policy)} proposals (up to {cfg.policy.generation.designer.max_new_tokens} "
+                "new tokens each) takes a minute or more; the panel shows tokens/s and an ETA", "dim")))
 
         shown: list[dict[str, Any] | None] = [None]
         printing = threading.Lock()
