@@ -33,19 +33,31 @@ DEFAULT_SAMPLING_TEMPERATURE = 0.6
 
 def build_policy(
     model: str, *, device: str, dtype: str, max_new_tokens: int, temperature: float, batch_size: int,
-    checkpoint: "RunCheckpoint | None" = None, data_dir: Path | None = None,
+    checkpoint: "RunCheckpoint | None" = None, data_dir: Path | None = None, kind: str | None = None,
 ) -> "Policy":
-    """The policy to evaluate: ``make_policy`` of a PolicyConfig, then the run's checkpoint loaded."""
+    """The policy to evaluate: ``make_policy`` of a PolicyConfig, then the run's checkpoint loaded.
+    ``kind``: the backend (default: as ``start --model`` picks it, llama.cpp for a GGUF model on
+    a CPU, else transformers)."""
     from ..config import PolicyConfig
-    from ..policy.registry import lookup, make_policy
+    from ..policy.registry import default_kind_for_model, lookup, make_policy
 
     # ``--model procedural`` (a backend that needs no model) names that backend; any other model
-    # is a transformers model
+    # runs on ``kind``
     named = lookup(model)
-    kind, spec = (model, None) if named is not None and not named.needs_model else ("transformers", model)
+    if named is not None and not named.needs_model:
+        kind, spec = model, None
+    else:
+        if kind is None and checkpoint is not None and checkpoint.path is not None and checkpoint.adapter is None:
+            kind = "transformers"  # merged weights only (a full fine-tune): llama.cpp serves adapters
+        kind, spec = kind or default_kind_for_model(model), model
+    if kind == "llamacpp":
+        from ..policy.llamacpp_lib import ensure_installed
+
+        ensure_installed(say=note)
     cfg = PolicyConfig.model_validate({
         "kind": kind, "model": spec,
         "transformers": {"device": device, "dtype": dtype},
+        "llamacpp": {"parallel": min(max(batch_size, 1), 32)},
         "generation": {"max_new_tokens": max_new_tokens, "temperature": temperature},
     })
     policy = make_policy(cfg, data_dir=data_dir)
@@ -141,6 +153,7 @@ def eval_command(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget per answer (per turn for archive environments).", min=1)] = 512,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Requests per generate call (reasoning-gym).", min=1)] = 16,
     prompt: Annotated[str, typer.Option("--prompt", help="System prompt of reasoning-gym items, by name: boxed-v1 (default) or boxed-v2 (an empty box, step by step); recorded as prompt_version.")] = "boxed-v1",
+    policy_kind: Annotated[Optional[str], typer.Option("--policy", metavar="llamacpp|transformers|vllm", help="The backend that runs the model (default: llamacpp for a catalogue model or .gguf file on a machine without CUDA, transformers otherwise).", show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="auto, bf16, fp16 or fp32.")] = "auto",
     record_run: Annotated[Optional[str], typer.Option("--record-run", help="Record into this existing run (default: the --run run, else the 'evaluations' log).")] = None,
@@ -211,7 +224,7 @@ def eval_command(
     assert model is not None
     policy = build_policy(
         model, device=device, dtype=dtype, max_new_tokens=max_new_tokens, temperature=temp, batch_size=batch_size,
-        checkpoint=checkpoint, data_dir=root,
+        checkpoint=checkpoint, data_dir=root, kind=policy_kind,
     )
     info = policy_info(
         policy, checkpoint_sha256=checkpoint.sha256 if checkpoint else None, run_id=checkpoint.run_id if checkpoint else None

@@ -62,6 +62,63 @@ class LlamaCppError(SpadeError):
     """llama.cpp could not load the model, the adapter, or decode a batch."""
 
 
+def _runnable_others() -> int | None:
+    """Runnable threads of other processes that compete with this one as equals or betters: in
+    state R with a nice value at most this process's (a niced neighbour yields its CPU at once,
+    so it is not counted). ``None`` where there is no procfs."""
+    me = os.getpid()
+    try:
+        own_nice = os.getpriority(os.PRIO_PROCESS, 0)
+        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit() and int(e.name) != me]
+    except OSError:
+        return None
+    busy = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            # fields[0] is the state; fields[16] the nice value (stat fields 3 and 19)
+            if fields and fields[0] == b"R" and int(fields[16]) <= own_nice:
+                busy += 1
+    return busy
+
+
+class ThreadGovernor:
+    """How many threads a decode call should use: every CPU when nothing else runs, fewer when
+    other processes want CPUs.
+
+    llama.cpp's threads meet at a barrier after every operation (hundreds per token). When another
+    runnable process takes one of the two CPUs here, the thread it displaced arrives late to every
+    barrier and a 2-thread decode fell from 72 to 2-7 tokens/s, below the 29 that one thread keeps
+    with the same neighbour. So before each decode call (at most every ``every_s``: a sample reads
+    every task's state, a few milliseconds) it counts the other processes' runnable threads that
+    are not niced below this one and uses ``max(1, cpus - busy)`` threads, the highest count of the
+    last few samples so a briefly idle neighbour does not flip it back and forth."""
+
+    def __init__(self, cpus: int, *, every_s: float = 0.5, memory: int = 4):
+        self.cpus = max(1, cpus)
+        self.every_s = every_s
+        self.samples: deque[int] = deque(maxlen=memory)
+        self._last = 0.0
+
+    def threads(self) -> int:
+        now = time.perf_counter()
+        if now - self._last >= self.every_s:
+            self._last = now
+            busy = _runnable_others()
+            if busy is not None:
+                self.samples.append(busy)
+        busy = max(self.samples, default=0)
+        return max(1, self.cpus - busy)
+
+
 def available_cpus() -> int:
     """CPUs this process may run on."""
     try:
@@ -180,7 +237,8 @@ class LlamaCppEngine:
         gguf_path: the model file.
         parallel: sequences decoded together at most.
         context_per_sequence: KV cells per sequence (prompt + completion tokens at most).
-        threads: decoding threads (``None``: the CPUs this process may use).
+        threads: decoding threads; ``None``: as many as are free, up to the CPUs this process may
+            use, decided before each decode call (:class:`ThreadGovernor`).
         batch_tokens: tokens per ``llama_decode`` call at most (prefill chunks).
         kv_unified: one KV buffer shared by every sequence instead of one each.
         seed: seeds the generator of requests without a seed.
@@ -214,6 +272,7 @@ class LlamaCppEngine:
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         self.n_ctx_train = int(lib.llama_model_n_ctx_train(self.model))
         self.parallel = max(1, int(parallel))
+        self.governor = ThreadGovernor(available_cpus()) if not threads else None
         self.threads = int(threads) if threads else available_cpus()
         self.kv_unified = bool(kv_unified)
         cp = lib.llama_context_default_params()
@@ -281,8 +340,10 @@ class LlamaCppEngine:
         with self._lock:
             self._clear_cache()
 
-    def set_threads(self, threads: int) -> None:
-        self.threads = max(1, int(threads))
+    def set_threads(self, threads: int | None) -> None:
+        """Use ``threads`` threads from now on (``None``: as many as are free, decided per call)."""
+        self.governor = ThreadGovernor(available_cpus()) if not threads else None
+        self.threads = int(threads) if threads else available_cpus()
         self.lib.llama_set_n_threads(self.ctx, self.threads, self.threads)
 
     def is_eog(self, token: int) -> bool:
@@ -454,6 +515,11 @@ class LlamaCppEngine:
             waiting.pop(i)
 
     def _decode(self, active: dict[int, _Row]) -> None:
+        if self.governor is not None:
+            want = self.governor.threads()
+            if want != self.threads:
+                self.threads = want
+                self.lib.llama_set_n_threads(self.ctx, want, want)
         rc = self.lib.llama_decode(self.ctx, self.batch)
         if rc == 1:
             # no free cells (one shared buffer): drop idle cached prefixes, then try once more
@@ -493,7 +559,8 @@ class LlamaCppEngine:
             "parallel": self.parallel,
             "context_per_sequence": self.n_ctx_seq,
             "kv_unified": self.kv_unified,
-            "threads": self.threads,
+            "threads": "auto" if self.governor is not None else self.threads,
+            "cpus": self.governor.cpus if self.governor is not None else self.threads,
             "batch_tokens": self.n_batch,
             "n_ctx_train": self.n_ctx_train,
             "adapter": str(self.adapter_path) if self.adapter_path else None,

@@ -29,7 +29,7 @@ from typing import Any
 
 from .decoding import trim_at_stop
 from .hf import PolicyLoadError
-from .llamacpp_engine import EngineProgress, LlamaCppEngine, LlamaCppError, SeqRequest, available_cpus
+from .llamacpp_engine import EngineProgress, LlamaCppEngine, LlamaCppError, SeqRequest
 from .protocol import GenerationProgress, PolicyRequest, Sample
 from .transformers_policy import render_messages
 
@@ -257,7 +257,7 @@ def build(cfg: Any, *, band: tuple[float, float], data_dir: Any = None) -> Llama
     found = resolve_gguf_spec(cfg.model, data_dir=data_dir)
     policy = LlamaCppPolicy.from_gguf(
         found.gguf, found.tokenizer_dir, parallel=s.parallel, context_per_sequence=s.context_per_sequence,
-        threads=s.threads or available_cpus(), batch_tokens=s.batch_tokens, kv_unified=s.kv_unified,
+        threads=s.threads or None, batch_tokens=s.batch_tokens, kv_unified=s.kv_unified,
         model_name=cfg.model, max_new_tokens=g.agent.max_new_tokens, temperature=g.agent.temperature, top_p=g.agent.top_p,
         context_window=g.context_window, min_new_tokens=g.min_new_tokens,
     )

@@ -55,7 +55,9 @@ class LlamaCppPolicyConfig(BackendSettings):
     context_per_sequence: int = Field(
         4096, ge=256, description="KV cells per sequence: a prompt and its completion fit in it (the context window)"
     )
-    threads: int = Field(0, ge=0, description="decoding threads (0: the CPUs this process may use)")
+    threads: int = Field(
+        0, ge=0, description="decoding threads (0: as many as other processes leave free, decided before each decode call)"
+    )
     batch_tokens: int = Field(1024, ge=16, description="tokens per llama_decode call at most (prefill chunk size)")
     kv_unified: bool = Field(
         False, description="one KV buffer shared by every sequence instead of one each (slower attention at many rows)"
