@@ -462,6 +462,11 @@ class TrainerConfig(_Section):
     lora_alpha: int = Field(32, ge=1)
     lora_dropout: float = Field(0.0, ge=0.0, lt=1.0)
     lora_target_modules: list[str] = Field(default_factory=list, description="empty: all linear layers")
+    reward_control: Literal["none", "coin"] = Field(
+        "none", description="a control arm for learning experiments: coin = each play's reward replaced by a fair coin "
+        "flip (seeded by its event id) before advantages are computed, so gains from the reward are told from gains "
+        "from training on the model's own samples (Shao et al. 2025, spurious rewards)",
+    )
 
 
 class EvalConfig(_Section):

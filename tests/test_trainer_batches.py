@@ -185,3 +185,29 @@ def test_train_cli_without_a_model_is_a_clear_error(tmp_path):
     assert res.exit_code == 2 and "--model" in res.output
     res = CliRunner().invoke(app, ["train", run, "--model", "tiny:0", "--data-dir", str(tmp_path), "--device", "cpu"])
     assert res.exit_code == 0 and "0 update(s); policy v0" in res.output, res.output
+
+
+def test_the_coin_reward_control_replaces_play_rewards_and_is_repeatable():
+    """``trainer.reward_control = "coin"``: advantages come from a fair coin per play (decided by
+    its event id alone, so a replay trains on the same flips), not from the reward; the recorded
+    reward statistics stay the true rewards; a group whose true rewards are all equal still
+    trains when its coins differ."""
+    from spade_engine.trainer.batches import coin_reward
+
+    asm = BatchAssembler()
+    for rec in _records(_events("e-flat", [1.0] * 8) + _events("e-mixed", [1.0, 0.0] * 4)):
+        asm.observe(rec)
+    groups = asm.take(2)
+    lag = lambda v, s: 0  # noqa: E731
+    true_samples, true_stats = build_samples(groups, current_step=0, max_lag=4, lag_of=lag, designer=False)
+    coin_samples, coin_stats = build_samples(groups, current_step=0, max_lag=4, lag_of=lag, designer=False,
+                                             reward_control="coin")
+    assert true_stats.zero_variance_groups == 1 and {s.env_id for s in true_samples} == {"e-mixed"}
+    flips = {p.event_id: coin_reward(p.event_id) for g in groups for p in g.plays}
+    assert set(flips.values()) == {0.0, 1.0} and coin_stats.zero_variance_groups == 0
+    for s in coin_samples:
+        group = [flips[p.event_id] for g in groups if g.env_id == s.env_id for p in g.plays]
+        assert s.advantage == pytest.approx(flips[s.event_id] - sum(group) / len(group))
+    assert sorted(coin_stats.agent_rewards) == sorted([1.0] * 8 + [1.0, 0.0] * 4)  # the true rewards
+    again, _ = build_samples(groups, current_step=0, max_lag=4, lag_of=lag, designer=False, reward_control="coin")
+    assert [s.advantage for s in again] == [s.advantage for s in coin_samples]

@@ -30,6 +30,7 @@ tokens (procedural policy) are counted as ``untokenized``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -50,7 +51,7 @@ from .baselines import DesignerBaseline
 from .checkpoints import version_step
 from .losses import centre_per_skill, group_advantages, is_zero_variance
 
-__all__ = ["TrainSample", "ReadyGroup", "BatchStats", "BatchAssembler", "build_samples"]
+__all__ = ["TrainSample", "ReadyGroup", "BatchStats", "BatchAssembler", "build_samples", "coin_reward"]
 
 
 @dataclass(frozen=True)
@@ -245,10 +246,14 @@ def build_samples(
     advantage_norm: str = "none",
     designer_baseline: str = "window",
     designer_scale: float = 1.0,
+    reward_control: str = "none",
 ) -> tuple[list[TrainSample], BatchStats]:
     """Training samples of ``groups`` at trainer step ``current_step`` (see module docstring).
 
     ``lag_of(version, current_step)`` gives a version's staleness (``BatchAssembler.lag``).
+    ``reward_control="coin"`` (a control arm, ``trainer.reward_control``) replaces each agent
+    play's reward by :func:`coin_reward` of its event id before advantages are computed; the
+    recorded reward statistics stay the true rewards.
     """
     stats = BatchStats(groups=len(groups))
     samples: list[TrainSample] = []
@@ -260,7 +265,7 @@ def build_samples(
                 stats.stale_dropped += 1
             else:
                 fresh.append(p)
-        rewards = [p.reward for p in fresh]
+        rewards = [coin_reward(p.event_id) if reward_control == "coin" else p.reward for p in fresh]
         if fresh and is_zero_variance(rewards):
             stats.zero_variance_groups += 1
         elif fresh:
@@ -316,6 +321,11 @@ def build_samples(
             samples.append(_sample("designer", g.env_id, gen, adv, g.designer_reward, g.proposal.policy_version, g.proposal.event_id))
             stats.designer_samples += 1
     return samples, stats
+
+
+def coin_reward(event_id: str) -> float:
+    """A fair coin flip decided by ``event_id`` alone (1.0 or 0.0): the same on every replay."""
+    return float(hashlib.sha256(f"spade-coin:{event_id}".encode()).digest()[0] & 1)
 
 
 def _sample(role: Any, env_id: str, gen: Generation, adv: float, reward: float, version: str, event_id: str) -> TrainSample:

@@ -334,6 +334,7 @@ class Trainer:
             advantage_norm=self.cfg.advantage_norm,
             designer_baseline=self.cfg.designer_baseline,
             designer_scale=self.cfg.designer_reward_scale,
+            reward_control=self.cfg.reward_control,
         )
 
     def _train(self, samples: list[TrainSample]) -> dict[str, float]:
