@@ -82,35 +82,53 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40, help="environments per run (default 40)")
     ap.add_argument("--k", type=int, default=4, help="plain and hinted plays per environment (default 4)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default=None, help="comma-separated run seeds: both runs at each, figures averaged "
+                    "(frontier_gain_per_seed and its 95%% interval over seeds in the JSON)")
     ap.add_argument("--quick", action="store_true", help="14 environments per run")
     ap.add_argument("--no-projections", action="store_true", help="skip the embedding model, memory and archive")
     args = ap.parse_args()
     n = 14 if args.quick else args.n
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    pairs = []
     with tempfile.TemporaryDirectory(prefix="spade-bench-loop-") as tmp:
         root = Path(tmp)
-        adaptive = run_once(n, args.k, True, args.seed, not args.no_projections, root / "adaptive")
-        fixed = run_once(n, args.k, False, args.seed, not args.no_projections, root / "fixed")
-    for r in (adaptive, fixed):
-        name = "adaptive designer" if r["adaptive"] else "fixed difficulty (control)"
-        print(
-            f"{name:<27} {r['envs']} envs ({r['proposals']} proposals, {r['valid']} valid, {r['accepted']} accepted), "
-            f"{r['plays']} plays in {r['wall_s']:.1f}s (+{r['startup_s']:.1f}s startup); sandbox {r['sandbox_s']:.1f}s, "
-            f"policy {r['policy_s']:.2f}s, embedding {r['embedding_s']:.1f}s; frontier share {r['frontier_share']:.2f}, "
-            f"mean plain win rate {r['mean_win_rate']:.2f}"
-        )
-    w = adaptive["wall_s"]
+        for seed in seeds:
+            adaptive = run_once(n, args.k, True, seed, not args.no_projections, root / f"adaptive-{seed}")
+            fixed = run_once(n, args.k, False, seed, not args.no_projections, root / f"fixed-{seed}")
+            pairs.append((seed, adaptive, fixed))
+            for r in (adaptive, fixed):
+                name = "adaptive designer" if r["adaptive"] else "fixed difficulty (control)"
+                print(
+                    f"seed {seed} {name:<27} {r['envs']} envs ({r['proposals']} proposals, {r['valid']} valid, "
+                    f"{r['accepted']} accepted), {r['plays']} plays in {r['wall_s']:.1f}s (+{r['startup_s']:.1f}s startup); "
+                    f"sandbox {r['sandbox_s']:.1f}s, policy {r['policy_s']:.2f}s, embedding {r['embedding_s']:.1f}s; "
+                    f"frontier share {r['frontier_share']:.2f}, mean plain win rate {r['mean_win_rate']:.2f}", flush=True,
+                )
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    gains = [a["frontier_share"] - f["frontier_share"] for _, a, f in pairs]
+    half = 0.0
+    if len(gains) > 1:
+        import statistics
+
+        from scipy.stats import t as student_t
+
+        half = float(student_t.ppf(0.975, len(gains) - 1)) * statistics.stdev(gains) / len(gains) ** 0.5
+    w = sum(a["wall_s"] for _, a, _ in pairs)
     result = {
         "envs": n,
+        "seeds": seeds,
         "plays_per_env": 2 * args.k,
-        "envs_per_min": round(adaptive["envs"] / w * 60, 2),
-        "plays_per_min": round(adaptive["plays"] / w * 60, 2),
-        "sandbox_share": round(adaptive["sandbox_s"] / w, 4),
-        "policy_share": round(adaptive["policy_s"] / w, 4),
-        "embedding_share": round(adaptive["embedding_s"] / w, 4),
-        "frontier_share": round(adaptive["frontier_share"], 4),
-        "frontier_share_fixed": round(fixed["frontier_share"], 4),
-        "frontier_gain": round(adaptive["frontier_share"] - fixed["frontier_share"], 4),
-        "envs_per_min_fixed": round(fixed["envs"] / fixed["wall_s"] * 60, 2),
+        "envs_per_min": round(sum(a["envs"] for _, a, _ in pairs) / w * 60, 2),
+        "plays_per_min": round(sum(a["plays"] for _, a, _ in pairs) / w * 60, 2),
+        "sandbox_share": round(sum(a["sandbox_s"] for _, a, _ in pairs) / w, 4),
+        "policy_share": round(sum(a["policy_s"] for _, a, _ in pairs) / w, 4),
+        "embedding_share": round(sum(a["embedding_s"] for _, a, _ in pairs) / w, 4),
+        "frontier_share": round(mean([a["frontier_share"] for _, a, _ in pairs]), 4),
+        "frontier_share_fixed": round(mean([f["frontier_share"] for _, _, f in pairs]), 4),
+        "frontier_gain": round(mean(gains), 4),
+        "frontier_gain_ci95": [round(mean(gains) - half, 4), round(mean(gains) + half, 4)],
+        "frontier_gain_per_seed": [round(g, 4) for g in gains],
+        "envs_per_min_fixed": round(sum(f["envs"] for _, _, f in pairs) / sum(f["wall_s"] for _, _, f in pairs) * 60, 2),
         "projections": not args.no_projections,
     }
     print(json.dumps(result))

@@ -413,7 +413,7 @@ def design_job(
     *,
     env_id: str,
     index: int,
-    skill_history: Callable[[str], list[tuple[float, float, float]]],
+    skill_history: Callable[[str | None], list[tuple[float, float, float]]],
     recent_env: Callable[[str], str | None] = lambda skill: None,
     examples_pool: Sequence[CodeExample] = (),
 ) -> DesignJob:
@@ -459,6 +459,7 @@ def design_job(
         "difficulty": nominal,
         "document": {"doc_id": doc.doc_id, "title": doc.title, "text": text, "domain": doc.domain},
         "skill_history": skill_history(skill),
+        "run_history": skill_history(None),
         "turn_limit": ctx.cfg.loop.turn_limit,
         "examples": {"parents": examples.parents, "avoid": examples.avoid},
     }
@@ -474,7 +475,7 @@ def propose(
     *,
     env_id: str,
     index: int,
-    skill_history: Callable[[str], list[tuple[float, float, float]]],
+    skill_history: Callable[[str | None], list[tuple[float, float, float]]],
     recent_env: Callable[[str], str | None] = lambda skill: None,
     examples_pool: Sequence[CodeExample] = (),
 ) -> EnvironmentProposed:
@@ -497,7 +498,7 @@ def repair_job(
     env_id: str,
     failed: EnvironmentProposed,
     verdict: EnvironmentValidated,
-    skill_history: Callable[[str], list[tuple[float, float, float]]],
+    skill_history: Callable[[str | None], list[tuple[float, float, float]]],
 ) -> DesignJob:
     """The request sending a rejected candidate back to the designer with the verdict: the
     validator's failed check, a truncated completion, or a near-copy ("too close to X")."""
@@ -539,7 +540,7 @@ def propose_repair(
     env_id: str,
     failed: EnvironmentProposed,
     verdict: EnvironmentValidated,
-    skill_history: Callable[[str], list[tuple[float, float, float]]],
+    skill_history: Callable[[str | None], list[tuple[float, float, float]]],
 ) -> EnvironmentProposed:
     """Send a rejected candidate back to the designer with the verdict (see :func:`repair_job`)."""
     return propose_batch(ctx, [repair_job(ctx, env_id=env_id, failed=failed, verdict=verdict, skill_history=skill_history)])[0]

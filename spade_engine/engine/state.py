@@ -220,13 +220,14 @@ class RunState:
     def proposed(self) -> list[EnvState]:
         return sorted((s for s in self.envs.values() if s.proposed is not None), key=lambda s: s.env_id)
 
-    def skill_history(self, skill: str) -> list[tuple[float, float, float]]:
-        """``(difficulty, plain win rate, regret)`` of estimated environments of ``skill``, in
-        order: the designer-final estimate's smoothed win rate (all of its designed rounds)."""
+    def skill_history(self, skill: str | None) -> list[tuple[float, float, float]]:
+        """``(difficulty, plain win rate, regret)`` of estimated environments of ``skill`` (every
+        skill for ``None``), in order: the designer-final estimate's smoothed win rate (all of its
+        designed rounds)."""
         out = []
         for st in self.proposed():
             fin = st.final
-            if fin is not None and st.proposed is not None and st.proposed.skill == skill:
+            if fin is not None and st.proposed is not None and (skill is None or st.proposed.skill == skill):
                 out.append((float(st.proposed.difficulty), float(_smoothed(fin)), float(fin.regret)))
         return out
 

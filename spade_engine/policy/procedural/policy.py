@@ -6,8 +6,8 @@ It implements the :class:`~spade_engine.policy.protocol.Policy` protocol without
   :mod:`.families` (16, over the five corpus domains), with difficulty knobs, rule
   variants, reward schemes and wording grounded on the corpus document. When ``adaptive``, it sets each
   skill's difficulty from the per-skill history of (difficulty, plain win rate, regret) the engine
-  passes in ``context["skill_history"]`` (built from RegretEstimated events), steering toward the
-  frontier band; otherwise it uses the engine's nominal target difficulty (a fixed-difficulty
+  passes in ``context["skill_history"]`` (built from RegretEstimated events), shrunk toward the
+  run-wide estimate of ``context["run_history"]``, steering toward the frontier band; otherwise it uses the engine's nominal target difficulty (a fixed-difficulty
   control). A share of proposals (``defect_rate``) carries a deliberate defect (syntax error, crash,
   hang, broken contract, wrong solution, nondeterminism) to exercise validation and repairs; a
   repair request returns a corrected environment with probability ``repair_success``;
@@ -36,33 +36,58 @@ __all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS", "build"]
 DEFECTS = ("syntax", "crash", "timeout", "contract", "unsolvable", "nondeterministic")
 
 START_DIFFICULTY = 0.5
+#: the win-rate slope the designer assumes: an environment at difficulty d won at rate w suggests
+#: the frontier (w = 0.5) lies at d + ADAPT_GAIN * (w - 0.5)
 ADAPT_GAIN = 0.6
-ADAPT_WINDOW = 3
+#: each older environment of a skill counts this much less than the next (the agent changes)
+ADAPT_DECAY = 0.8
+#: how many of its own environments a skill needs before they outweigh the run-wide estimate
+ADAPT_PRIOR = 1.5
+#: environments of the whole run that form the run-wide estimate (the newest)
+POOLED_WINDOW = 12
+
+
+def _frontier_estimate(history: Sequence[tuple[float, float, float]], band: tuple[float, float]) -> tuple[float, float]:
+    """``(estimate, weight)``: the recency-weighted mean of the frontier difficulties ``history``
+    suggests, and the sum of its weights."""
+    lo, hi = band
+    total = weight = 0.0
+    for age, (d, w, r) in enumerate(reversed(history)):
+        t = d + ADAPT_GAIN * (w - 0.5)
+        if lo <= w <= hi and r < 0.1:
+            t += 0.03  # in band with little regret: a harder frontier leaves the hint more room
+        k = ADAPT_DECAY ** age
+        total += k * t
+        weight += k
+    return (total / weight if weight else 0.0), weight
 
 
 def adapt_difficulty(
     history: Sequence[tuple[float, float, float]],
     *,
+    pooled: Sequence[tuple[float, float, float]] = (),
     start: float = START_DIFFICULTY,
     band: tuple[float, float] = (0.4, 0.6),
 ) -> float:
-    """Next difficulty for a skill from its history of ``(difficulty, win_rate_plain, regret)``.
+    """Next difficulty for a skill from its history of ``(difficulty, win_rate_plain, regret)``
+    and the run's history over every skill (``pooled``).
 
     Each past environment suggests ``difficulty + gain * (win_rate - 0.5)`` (harder when the agent
-    wins too often, easier when it loses); inside the band with little regret it nudges harder, as
-    harder frontier environments leave more room for the hint. The suggestion is the mean over the
-    last few environments, clipped to [0, 1]. A pure function of the history.
+    wins too often, easier when it loses); inside the band with little regret it nudges harder.
+    A skill's own suggestions are averaged with weights falling by ``ADAPT_DECAY`` per
+    environment, and shrunk toward the run-wide estimate (the same over the newest
+    ``POOLED_WINDOW`` environments of every skill) as if that were ``ADAPT_PRIOR`` environments
+    of the skill: a skill seen once or never starts where the agent's frontier is on the other
+    skills, not at ``start`` (with 16 skills, 40 environments give each skill two or three; the
+    designer that waited for each skill's own evidence spent most of them finding the frontier).
+    Clipped to [0, 1]. A pure function of the histories.
     """
-    if not history:
-        return start
-    lo, hi = band
-    targets = []
-    for d, w, r in history[-ADAPT_WINDOW:]:
-        t = d + ADAPT_GAIN * (w - 0.5)
-        if lo <= w <= hi and r < 0.1:
-            t += 0.03
-        targets.append(t)
-    return min(1.0, max(0.0, sum(targets) / len(targets)))
+    pooled = list(pooled) or list(history)  # a caller without the run's history: the skill's own
+    prior, prior_w = _frontier_estimate(pooled[-POOLED_WINDOW:], band)
+    prior = prior if prior_w else start
+    own, own_w = _frontier_estimate(history, band)
+    estimate = (own * own_w + prior * ADAPT_PRIOR) / (own_w + ADAPT_PRIOR)
+    return min(1.0, max(0.0, estimate))
 
 
 def _inject_defect(code: str, kind: str, rng: random.Random) -> str:
@@ -154,7 +179,8 @@ class ProceduralPolicy:
         """The difficulty this designer will use for ``skill`` given the engine's context."""
         if self.adaptive:
             hist = [tuple(map(float, h)) for h in context.get("skill_history", [])]
-            return adapt_difficulty(hist, band=self.band)  # type: ignore[arg-type]
+            pooled = [tuple(map(float, h)) for h in context.get("run_history", [])]
+            return adapt_difficulty(hist, pooled=pooled, band=self.band)  # type: ignore[arg-type]
         return float(context.get("difficulty", 0.5))
 
     def _design(self, req: PolicyRequest) -> str:
