@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import secrets
 import string
 
@@ -21,6 +22,7 @@ __all__ = [
     "validation_seeds",
     "probe_actions",
     "garbage_actions",
+    "wrong_answer",
 ]
 
 _UNICODE = "\u00fc\u00f1\u00ee\u00e7\u00f8\u00e9\u2603\u03bb\u4e2d\U0001f642\u0410\u05d0"
@@ -80,3 +82,28 @@ def garbage_actions(seed: int, n: int) -> list[str]:
         else:
             out.append(_word(rng) + " " + _word(rng))
     return out
+
+
+_NUMBER = re.compile(r"-?\d+")
+_DECIMAL = re.compile(r"-?\d+\.\d+")
+
+
+def wrong_answer(action: str, seed: int) -> str:
+    """``action`` with its answer deliberately wrong but of the same shape: a ``\\boxed{...}``
+    stays boxed; an integer becomes another integer far from it, a decimal another decimal, any
+    other text the same text with two drawn letters added (so no environment can treat the
+    wrong answer as a probe it recognises). An environment whose episode is still won with it
+    does not depend on the answer."""
+    rng = random.Random(seed_for(seed, "wrong"))
+    text = action.strip()
+    boxed = text.startswith("\\boxed{") and text.endswith("}")
+    inner = text[len("\\boxed{") : -1] if boxed else text
+    core = inner.strip()
+    shift = rng.randint(1_000, 9_999) * 7919
+    if _NUMBER.fullmatch(core):
+        wrong = str(int(core) + shift)
+    elif _DECIMAL.fullmatch(core):
+        wrong = f"{float(core) + shift + 0.5:.{len(core.split('.')[1])}f}"
+    else:
+        wrong = core + "".join(rng.choice(string.ascii_lowercase) for _ in range(2)) + "q"
+    return f"\\boxed{{{wrong}}}" if boxed else wrong
