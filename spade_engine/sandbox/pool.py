@@ -478,7 +478,7 @@ class Task:
             self._die(SandboxCrash("sandbox task did not start in time", kind=ErrorKind.SANDBOX))
         if not isinstance(frame, replies.Ready):
             self._die(SandboxCrash(f"sandbox task did not start (sent {type(frame).__name__})", kind=ErrorKind.SANDBOX))
-        if self._guarded and (not frame.guard.fp or frame.guard.beat != 0):
+        if self._guarded and (":" not in frame.guard.fp or frame.guard.beat != 0):
             self._die(SandboxCrash("sandbox task started without its audit hook", kind=ErrorKind.SANDBOX))
         if self.cgroup is not None and len(self.cgroup.members()) != 1:
             self._die(SandboxCrash("sandbox task did not enter its cgroup", kind=ErrorKind.SANDBOX))
@@ -579,8 +579,13 @@ class Task:
         """The reply to the current command, with an intact audit hook; anything else kills the task."""
         if not isinstance(frame, replies.Reply) or frame.seq != self.seq:
             self._die(SandboxCrash(f"{op}: unexpected frame on the result pipe (forged or out of order)", kind=ErrorKind.SANDBOX))
-        if self._guarded and (frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq):
-            why = "its closure, code or tables were rewritten" if frame.guard.fp != self._fingerprint else "it no longer answers"
+        if frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq:
+            if not self._guarded or frame.guard.fp.partition(":")[0] != self._fingerprint.partition(":")[0]:
+                why = "a reply not written by the task's I/O thread (forged)"
+            elif frame.guard.fp != self._fingerprint:
+                why = "its closure, code or tables were rewritten"
+            else:
+                why = "it no longer answers"
             self._die(SandboxCrash(f"{op}: forbidden: the audit hook was tampered with ({why})", kind=ErrorKind.FORBIDDEN))
         if self.worker.resp_pending():
             self._die(SandboxCrash(f"{op}: extra data on the result pipe after the reply", kind=ErrorKind.SANDBOX))
@@ -648,7 +653,7 @@ class Task:
                     frame = replies.decode_task_frame(payload)
                     if got_reply or not isinstance(frame, replies.Reply) or frame.seq != self.seq or not frame.ok:
                         raise SandboxCrash("end: unexpected frame")
-                    if self._guarded and (frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq):
+                    if frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq:
                         raise SandboxCrash("end: the audit hook was tampered with")
                     got_reply = True
                 else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 import secrets
 import string
 
@@ -84,26 +83,28 @@ def garbage_actions(seed: int, n: int) -> list[str]:
     return out
 
 
-_NUMBER = re.compile(r"-?\d+")
-_DECIMAL = re.compile(r"-?\d+\.\d+")
-
-
 def wrong_answer(action: str, seed: int) -> str:
-    """``action`` with its answer deliberately wrong but of the same shape: a ``\\boxed{...}``
-    stays boxed; an integer becomes another integer far from it, a decimal another decimal, any
-    other text the same text with two drawn letters added (so no environment can treat the
-    wrong answer as a probe it recognises). An environment whose episode is still won with it
-    does not depend on the answer."""
+    """``action`` with its answer deliberately wrong but of exactly the same shape: a
+    ``\\boxed{...}`` stays boxed, and every digit of the answer becomes another digit, every
+    lower-case letter another lower-case letter, every upper-case letter another upper-case one
+    (a number keeps its sign, length and decimal point, and gets no leading zero it did not
+    have; other characters stay). Same shape, other value: no environment can tell it from a
+    real answer by its form, so one whose episode is still won with it does not depend on the
+    answer. An answer with no letter or digit gets one added."""
     rng = random.Random(seed_for(seed, "wrong"))
     text = action.strip()
     boxed = text.startswith("\\boxed{") and text.endswith("}")
     inner = text[len("\\boxed{") : -1] if boxed else text
-    core = inner.strip()
-    shift = rng.randint(1_000, 9_999) * 7919
-    if _NUMBER.fullmatch(core):
-        wrong = str(int(core) + shift)
-    elif _DECIMAL.fullmatch(core):
-        wrong = f"{float(core) + shift + 0.5:.{len(core.split('.')[1])}f}"
-    else:
-        wrong = core + "".join(rng.choice(string.ascii_lowercase) for _ in range(2)) + "q"
+    out = []
+    for i, c in enumerate(inner):
+        for alphabet in (string.digits, string.ascii_lowercase, string.ascii_uppercase):
+            if c in alphabet:
+                lead = alphabet is string.digits and c != "0" and not any(ch.isdigit() for ch in inner[:i])
+                choices = [x for x in alphabet if x != c and not (lead and x == "0")]
+                c = rng.choice(choices)
+                break
+        out.append(c)
+    wrong = "".join(out)
+    if wrong == inner:
+        wrong = inner + rng.choice(string.ascii_lowercase)
     return f"\\boxed{{{wrong}}}" if boxed else wrong

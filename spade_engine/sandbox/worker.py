@@ -532,18 +532,8 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, fds: list[in
         if task_filter is not None:
             task_filter.load()  # no new processes, no memfd, nothing that reaches another process
     isolation._libc = None
-    guarded = isolate and opts.get("audit_hook", True)
     channel = _Channel()
-    if guarded:
-        readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
-        _hollow_forbidden_modules()
-        hook, fingerprint, beat, loading = _install_hook(resp_w, tmp, readable)
-    else:
-        hook, fingerprint, beat, loading = None, None, [0], [False]
-    io = _private(_io_loop)
-    import _thread
-
-    _thread.start_new_thread(io, (channel, cmd_r, resp_w, fingerprint, beat, _private_encoder(), _private_decoder()))
+    _start_io(opts, tmp, cmd_r, resp_w, channel)  # nothing of the hook stays in this frame
     runner = _TaskRunner(opts)
     try:
         while True:  # environment code runs here, in the main thread
@@ -552,6 +542,24 @@ def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, fds: list[in
             channel.done.release()
     except BaseException:  # noqa: BLE001 - the channel was tampered with
         os._exit(BROKEN_EXIT)
+
+
+def _start_io(opts: dict[str, Any], tmp: str, cmd_r: int, resp_w: int, channel: "_Channel") -> None:
+    """Install the audit hook (when the task has one) and start the I/O thread. The hook, its
+    fingerprint and heartbeat end up only in the I/O thread and the hook's own closure: no frame
+    of the main thread (where environment code runs) refers to them once this returns."""
+    import _thread
+
+    if opts.get("isolate", True) and opts.get("audit_hook", True):
+        readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
+        _hollow_forbidden_modules()
+        fingerprint, beat = _install_hook(resp_w, tmp, readable)
+    else:
+        fingerprint, beat = None, [0]
+    nonce = os.urandom(8).hex()  # the engine learns it from the ready frame, sent before environment code runs
+    _thread.start_new_thread(
+        _private(_io_loop), (channel, cmd_r, resp_w, fingerprint, beat, _private_encoder(), _private_decoder(), nonce)
+    )
 
 
 class _Channel:
@@ -604,22 +612,31 @@ def _private_decoder() -> Any:
     return JSONDecoder().scan_once
 
 
-def _io_loop(channel: Any, cmd_r: int, resp_w: int, fingerprint: Any, beat: list[int], encode: Any, scan_once: Any) -> None:
+def _io_loop(
+    channel: Any, cmd_r: int, resp_w: int, fingerprint: Any, beat: list[int], encode: Any, scan_once: Any, nonce: str
+) -> None:
     """The task's I/O thread (run as a private clone, see :func:`_private`): reads each command,
     hands it to the main thread, copies the answer into exact builtin types and writes the reply
     with the audit hook's fingerprint and heartbeat. No environment code runs in this thread:
-    nothing it calls is reachable from or replaceable by environment code."""
+    nothing it calls is reachable from or replaceable by environment code. Every fingerprint
+    starts with ``nonce``, a random string of this task that only this thread knows (and the
+    engine, from the ready frame): a reply forged by writing to the pipe directly cannot carry it."""
     import posix
+    import select as _select
     import sys as _sys
 
-    read, write, exit_, audit = posix.read, posix.write, posix._exit, _sys.audit
+    read, write, exit_, audit, wait = posix.read, posix.write, posix._exit, _sys.audit, _select.select
     go, done, box = channel.go, channel.done, channel.box
     heartbeat, max_frame = "spade.heartbeat", 8 << 20
 
     def read_exact(n: int) -> bytes | None:
         chunks = []
         while n:
-            data = read(cmd_r, n if n < (1 << 20) else (1 << 20))
+            try:
+                data = read(cmd_r, n if n < (1 << 20) else (1 << 20))
+            except BlockingIOError:  # the environment made our pipe non-blocking: wait instead
+                wait([cmd_r], [], [])
+                continue
             if not data:
                 return None
             chunks.append(data)
@@ -645,7 +662,11 @@ def _io_loop(channel: Any, cmd_r: int, resp_w: int, fingerprint: Any, beat: list
     def send(obj: Any) -> None:
         data = memoryview(encode(obj))
         while data:
-            n = write(resp_w, data)
+            try:
+                n = write(resp_w, data)
+            except BlockingIOError:
+                wait([], [resp_w], [])
+                continue
             data = data[n:]
 
     def plain(x: Any, depth: int) -> Any:
@@ -672,9 +693,9 @@ def _io_loop(channel: Any, cmd_r: int, resp_w: int, fingerprint: Any, beat: list
     def guard(seq: Any) -> dict[str, Any]:
         n = seq if type(seq) is int else -1
         if fingerprint is None:
-            return {"fp": "", "beat": n}
+            return {"fp": nonce, "beat": n}
         audit(heartbeat, n)
-        return {"fp": fingerprint(), "beat": beat[0]}
+        return {"fp": nonce + ":" + fingerprint(), "beat": beat[0]}
 
     def reply_for(seq: Any, answer: Any) -> dict[str, Any]:
         try:
@@ -731,9 +752,9 @@ def _hollow_forbidden_modules() -> None:
                 pass
 
 
-def _install_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, Any, list[int], list[bool]]:
-    """Install the audit hook and the extension-loading audit; returns ``(hook, fingerprint,
-    heartbeat box, loading flag)``. Everything is built privately (see :func:`_private`)."""
+def _install_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, list[int]]:
+    """Install the audit hook and the extension-loading audit; returns ``(fingerprint,
+    heartbeat box)``. Everything is built privately (see :func:`_private`)."""
     import _imp
     import posix
 
@@ -754,7 +775,7 @@ def _install_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any
     fingerprint = _private(hookguard.make_fingerprint)(hook, types.FunctionType, types.CodeType, {})[0]
     _imp.create_dynamic = _private(_create_dynamic)(gen)
     _imp.create_builtin = _private(_create_builtin)(gen)
-    return hook, fingerprint, beat, loading
+    return fingerprint, beat
 
 
 def _loader(create_dynamic: Any, create_builtin: Any, audit: Any, namespace: Any, loading: list[bool]) -> Any:
