@@ -69,17 +69,30 @@ def probe_actions(seed: int) -> tuple[str, ...]:
 
 
 def garbage_actions(seed: int, n: int) -> list[str]:
-    """``n`` garbage actions drawn from ``seed`` (boxed random words and large numbers, junk)."""
+    """``n`` garbage actions drawn from ``seed``, of varied shapes (so no environment can lose
+    only on the shapes it expects): boxed lower-case and mixed-case words, boxed large positive
+    and negative numbers, decimals with many places, two words, a list of numbers, and junk
+    outside any box. Each is far from anything a fair environment could accept by chance."""
     rng = random.Random(seed_for(seed, "garbage"))
     out = []
     for i in range(n):
-        kind = rng.randrange(3)
+        kind = rng.randrange(8)
         if kind == 0:
             out.append(f"\\boxed{{{_word(rng)}}}")
         elif kind == 1:
             out.append(f"\\boxed{{{rng.randint(10**7, 10**9)}}}")
-        else:
+        elif kind == 2:
             out.append(_word(rng) + " " + _word(rng))
+        elif kind == 3:
+            out.append(f"\\boxed{{{_word(rng).capitalize()}{_word(rng, 3, 6).upper()}}}")
+        elif kind == 4:
+            out.append(f"\\boxed{{-{rng.randint(10**6, 10**9)}}}")
+        elif kind == 5:
+            out.append(f"\\boxed{{{rng.randint(1000, 99999)}.{rng.randint(10**4, 10**6 - 1)}}}")
+        elif kind == 6:
+            out.append(f"\\boxed{{{_word(rng)} {_word(rng)}}}")
+        else:
+            out.append("\\boxed{[" + ", ".join(str(rng.randint(10**5, 10**7)) for _ in range(3)) + "]}")
     return out
 
 
