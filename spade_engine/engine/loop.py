@@ -38,6 +38,7 @@ from ..config import EngineConfig
 from ..errors import SpadeError
 from ..events.catalogue import EventPayload, RunStarted, RunStopped
 from ..events.codec import make_envelope
+from .offload import fit_event
 from ..events.log import EventLog
 from . import stages
 from .level_replay import choose_replay
@@ -134,6 +135,7 @@ class Engine:
         """Append one event: stage outputs get their deterministic id (:func:`.pipeline.output_event_id`),
         run-level lifecycle events (RunStarted, RunStopped: one per start) a fresh one."""
         lifecycle = isinstance(payload, (RunStarted, RunStopped))
+        payload = fit_event(payload, self.blobs)  # large data to blobs: every event small (offload.py)
         env = make_envelope(
             payload, run_id=self.run_id, producer=PRODUCER, causation_id=causation_id,
             event_id=None if lifecycle else output_event_id(self.run_id, payload),

@@ -129,7 +129,11 @@ class GarbageProbe(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):
-    """One agent turn in an episode: what the agent saw and did, and what the env answered."""
+    """One agent turn in an episode: what the agent saw and did, and what the env answered.
+
+    ``observation_ref``/``action_ref`` (RolloutCompleted v4): when the text was longer than the
+    engine keeps inline, the whole text is this blob (UTF-8, ``text/plain``) and ``observation``/
+    ``action`` hold its start, ending with ``...[truncated N characters]``."""
 
     observation: str
     action: str
@@ -138,6 +142,8 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     truncated: bool = False
     generation: Generation | None = None
     step_seconds: float = 0.0
+    observation_ref: BlobRef | None = None
+    action_ref: BlobRef | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,10 +275,14 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     plays within a round. v1 events are upcast with ``round = 0``.
     v3: ``end_reason`` (one of :data:`END_REASONS`) says why the play ended at all; v2 events are
     upcast with a reason read from what they recorded.
+    v4: events are small by construction (:mod:`spade_engine.engine.offload`): a long observation
+    or action is a blob (``Turn.observation_ref``/``action_ref``, its start inline) and a
+    generation with many token ids is one (``Generation.ref``, which v3 already allowed); v3
+    events hold everything inline and read as they are.
     """
 
     TYPE: ClassVar[str] = "RolloutCompleted"
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     play_id: str
@@ -624,6 +634,12 @@ def _rollout_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
     else:
         reason = "truncated"
     payload["end_reason"] = reason
+    return payload
+
+
+@register_upcaster("RolloutCompleted", 3)
+def _rollout_v3_to_v4(payload: dict[str, Any]) -> dict[str, Any]:
+    """v3 plays hold every text inline: no blob references."""
     return payload
 
 
