@@ -50,3 +50,15 @@ def test_bounded_calls_answer_like_re_and_give_no_match_on_timeout():
     assert bounded_re.search(slow, evil) is None and bounded_re.findall(slow, evil) == []
     assert bounded_re.split(slow, evil) in ([evil], stdlib_re.split(r"x", evil))
     assert time.perf_counter() - t0 < 6 * bounded_re.TIMEOUT_S + 1.0
+
+
+def test_extracting_code_from_a_hostile_completion_is_linear():
+    """The designer's completion is model text parsed in the engine: many unclosed <think> tags
+    and blank lines made two of its patterns quadratic (seconds per completion, growing)."""
+    from spade_engine.engine.designer import extract_code
+
+    assert extract_code("<think>plan</think>\n```python\nclass AEnv:\n    def step(self, a): pass\n```") .startswith("class AEnv")
+    hostile = "</think>" + "<think>" * 40_000 + "```python\n" + "\n" * 200_000 + "x = 1\n```"
+    t0 = time.perf_counter()
+    assert extract_code(hostile) is not None  # the fenced block, found at once
+    assert time.perf_counter() - t0 < 1.0
