@@ -38,6 +38,7 @@ from ..config import EngineConfig
 from ..errors import SpadeError
 from ..events.catalogue import EventPayload, RunStarted, RunStopped
 from ..events.codec import make_envelope
+from ..errors import DiskFull, disk_full, is_disk_full
 from .offload import fit_event
 from ..events.log import EventLog
 from . import stages
@@ -194,11 +195,15 @@ class Engine:
         except BaseException as exc:  # record why, then re-raise
             interrupted = isinstance(exc, KeyboardInterrupt)
             reason = "interrupted" if interrupted else "error"
-            detail = "" if interrupted else f"{type(exc).__name__}: {exc}"
+            full = None if interrupted or isinstance(exc, DiskFull) or not is_disk_full(exc) else disk_full("the run's data", exc)
+            shown = full or exc
+            detail = "" if interrupted else (str(shown) if isinstance(shown, DiskFull) else f"{type(exc).__name__}: {exc}")
             try:
                 self._append(RunStopped(reason=reason, detail=detail[:2000], counts=self.counts()))  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001 - the log itself may be what failed
+            except Exception:  # noqa: BLE001 - the log itself may be what failed (a full disk: it usually is)
                 pass
+            if full is not None:
+                raise full from exc
             raise
         self._append(RunStopped(reason=reason, detail=detail, counts=self.counts()))  # type: ignore[arg-type]
         return reason
