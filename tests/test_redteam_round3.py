@@ -332,3 +332,17 @@ def test_a_worker_whose_first_command_fails_goes_back_to_the_pool(monkeypatch, c
         assert len(p._idle) == p.config.workers  # back in the pool
         assert Validator(p, turn_limit=4).validate(GOOD).valid
         nothing_escaped(p, canary)
+
+
+@pytest.mark.parametrize("name", ["puzzle_hidden_hash.py", "puzzle_hidden_rng.py"])
+def test_a_puzzle_whose_answer_is_a_hidden_function_of_its_values_is_unsolvable(validator, name):
+    """Caught before any play, by a static screen answered in a task where no environment code
+    had run (a hand-written generator, e.g. an inline LCG, is not caught: docs/sandbox.md)."""
+    from spade_engine.sandbox.scaffold import inline
+
+    r = validator.validate(inline((ROUND3 / name).read_text()))
+    assert verdict(r) in expected(ROUND3 / name) and r.failed_check == "solution", r.detail
+    assert "a generator or hash of its own" in r.detail
+    honest = inline((ROUND3 / name).read_text().replace("hash((a, b)) % 1000", "a * b").replace(
+        "random.Random(a * 100 + b).randint(1, 1000)", "a * 100 + b"))
+    assert validator.validate(honest).valid  # the same puzzle with a computable answer

@@ -126,6 +126,8 @@ class ParseData(_Strict):
     syntax_error: SyntaxErrorInfo | None = None
     classes: _list(ClassInfo, limits.MAX_CLASSES) = []  # type: ignore[valid-type]
     forbidden: _list(Finding, limits.MAX_FINDINGS) = []  # type: ignore[valid-type]
+    #: calls that could hide a puzzle's answer behind a pseudo-random function (see worker._hidden_draws)
+    hidden_draws: _list(Finding, limits.MAX_FINDINGS) = []  # type: ignore[valid-type]
 
 
 class LoadData(_Strict):

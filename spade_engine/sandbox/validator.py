@@ -538,8 +538,17 @@ class Validator:
         six or more different questions do not all share one answer (``unsolvable``: a fixed
         answer); at least two questions differ (``trivial`` otherwise: one fixed item); the question does
         not show its answer at every seed (``trivial``). Each is a measured 0.5B failure that the
-        other checks pass."""
+        other checks pass. Before them: the puzzle makes no generator or hash of its own
+        (``random.Random(...)``, ``hash(...)``, ``hashlib``...: ``unsolvable``), which would let
+        the answer be a hidden pseudo-random function of the values the question shows (this is a
+        static screen, answered by the task before any of its code ran)."""
         assert run.iid is not None
+        hidden = [f for f in run.parsed.hidden_draws if not f.what.startswith(("rng.", "self.rng."))]
+        if hidden:
+            where = "; ".join(f"line {f.lineno}: {f.what}" for f in hidden[:3])
+            raise _Fail(ErrorKind.UNSOLVABLE, f"the answer may come from a generator or hash of its own ({where}), a value no "
+                        "player can work out from the question: setup(rng) must draw only from rng and compute "
+                        "self.answer from the values it shows")
         asked: dict[str, tuple[int, str]] = {}
         shown = 0
         for k in range(PUZZLE_SEEDS):

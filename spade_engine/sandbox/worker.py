@@ -1054,7 +1054,7 @@ class _TaskRunner:
                         "methods": [m[:name_max] for m in methods[: limits.MAX_METHODS]],
                     }
                 )
-        return {"syntax_error": None, "classes": classes, "forbidden": _static_screen(tree)}
+        return {"syntax_error": None, "classes": classes, "forbidden": _static_screen(tree), "hidden_draws": _hidden_draws(tree)}
 
     def op_load(self, cmd: dict[str, Any]) -> dict[str, Any]:
         name = str(cmd.get("class_name") or "")
@@ -1306,6 +1306,40 @@ def _json_safe(x: Any, depth: int, budget: list[int]) -> Any:
                 out[_clean_text(str(k)[: limits.MAX_INFO_KEY])] = _json_safe(v, depth + 1, budget)
         return out
     return f"<{_tname(x)}>"
+
+
+#: calls that make a number no player can work out from what a puzzle shows: a generator seeded
+#: with values of its own, hashes and checksums
+_HIDDEN_CALLS = frozenset({"Random", "seed", "default_rng", "RandomState", "hash", "crc32", "adler32"})
+_HIDDEN_MODULES = frozenset({"hashlib", "zlib", "binascii", "secrets", "uuid"})
+_SCAFFOLD_BASE = "TextGame"  # the engine's base class (textgame.py), inlined before a scaffolded game
+
+
+def _hidden_draws(tree: ast.AST) -> list[dict[str, Any]]:
+    """Calls inside a class that would let an answer be a hidden pseudo-random function of the
+    values a question shows (``random.Random(a * b)``, ``hash((a, b))``, ``hashlib.md5(...)``...):
+    the validator refuses them in a puzzle, whose setup(rng) may draw only from ``rng``."""
+    found: list[dict[str, Any]] = []
+    own = [c for c in getattr(tree, "body", []) if isinstance(c, ast.ClassDef) and c.name != _SCAFFOLD_BASE]
+    for cls in own:  # the environment's own classes (not the engine's TextGame, when it is inlined)
+        for node in ast.walk(cls):
+            if not isinstance(node, ast.Call):
+                continue
+            f, what = node.func, None
+            if isinstance(f, ast.Name) and f.id in _HIDDEN_CALLS:
+                what = f"{f.id}(...)"
+            elif isinstance(f, ast.Attribute):
+                base = f.value
+                root = base
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in _HIDDEN_MODULES:
+                    what = f"{root.id}.{f.attr}(...)"
+                elif f.attr in _HIDDEN_CALLS:
+                    what = f"{ast.unparse(base)[:60]}.{f.attr}(...)"
+            if what:
+                found.append({"lineno": getattr(node, "lineno", None), "what": what})
+    return found[: limits.MAX_FINDINGS]
 
 
 def _forbidden_name(name: str) -> bool:
