@@ -100,7 +100,8 @@ class Engine:
         cfg: the resolved config (recorded in RunStarted).
         ctx: the stage resources (policy, corpus, validator, sandbox pool, memory...).
         runner: an embedded projection runner (``catch_up()``) feeding memory/archive, or None.
-        blobs: blob store to resolve PolicyUpdated checkpoints.
+        blobs: blob store to resolve PolicyUpdated checkpoints, and where the large data of the events
+            it appends goes (long observations, token ids: :mod:`.offload`).
         on_progress: called with the RunState after every recorded event.
         parent_run_id: recorded in RunStarted for curriculum replays.
     """
