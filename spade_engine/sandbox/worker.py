@@ -418,6 +418,8 @@ def _zygote(
         layers["seccomp"] = False
     in_pidns = os.getpid() == 1
     sock = socket.socket(fileno=ctl)
+    global _TO_HOLLOW
+    _TO_HOLLOW = _forbidden_loaded()
     framing.write_frame(status_w, {"op": "hello", "layers": layers, "detail": detail, "uid": os.getuid(), "pid": os.getpid()})
     while True:
         try:
@@ -736,13 +738,20 @@ def _io_loop(
         exit_(70)
 
 
+def _forbidden_loaded() -> list[str]:
+    """The loaded modules :func:`_hollow_forbidden_modules` empties (the zygote finds them once:
+    every task starts with the zygote's modules)."""
+    return [n for n in sys.modules if n not in _NOT_HOLLOWED and any(p in FORBIDDEN_MODULES for p in n.split("."))]
+
+
+_TO_HOLLOW: list[str] | None = None
+
+
 def _hollow_forbidden_modules() -> None:
     """Forget process/socket/ctypes modules and empty the loaded ones, so that importing them
     again goes through the audit hook and old references to them are useless."""
-    for name in list(sys.modules):
-        if name in _NOT_HOLLOWED:
-            continue
-        if any(part in FORBIDDEN_MODULES for part in name.split(".")):
+    for name in _TO_HOLLOW if _TO_HOLLOW is not None else _forbidden_loaded():
+        if name in sys.modules:
             mod = sys.modules.pop(name)
             try:
                 keep = {"__name__": getattr(mod, "__name__", name)}
