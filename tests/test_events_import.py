@@ -136,9 +136,11 @@ def test_an_event_id_already_in_the_log_with_other_content(root, tmp_path):
 def test_a_size_cap_per_event(root, tmp_path):
     before = counts(root)
     big = json.loads(run_events(A, 0)[0].to_json())
-    big["payload"]["config"] = {"blob": "x" * (9 * 1024 * 1024)}
+    from spade_engine.events.sizes import MAX_EVENT_BYTES
+
+    big["payload"]["config"] = {"blob": "x" * (MAX_EVENT_BYTES + 1024)}  # over what any backend stores (64 MiB)
     f = write(tmp_path / "big.jsonl", [json.dumps(big), *lines(run_events(A, 1))[1:]])
-    _fails(_cli("events", "import", f, "-d", str(root)), "line 1: event of 9,437,")
+    _fails(_cli("events", "import", f, "-d", str(root)), "line 1: event of 67,1")
     assert counts(root) == before
     small = write(tmp_path / "small.jsonl", lines(run_events(A, 1)))
     err = _fails(_cli("events", "import", small, "-d", str(root), "--max-event-bytes", "600"), "over the limit of 600 bytes")

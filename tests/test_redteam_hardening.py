@@ -6,9 +6,10 @@ here), their expected verdicts and an assertion that nothing escaped:
    the sum of its limits; a step that overruns is a step timeout;
 2. poison replies: a verdict for that environment only; nothing raises out of the validator, a
    run goes on, `validate` keeps every other file's verdict;
-3. the audit hook disarmed from inside: the seccomp filter stops what it no longer sees (a Unix
-   socket included: only socketpairs are left), the disarming itself is detected, and an isolated
-   pool without the filter refuses to start unless sandbox.allow_without_seccomp;
+3. the audit hook disarmed from inside: since round 3 no frame leads to it (the walks these
+   programs make find nothing and the hook stops what follows); the seccomp filter stops what the
+   hook would (a Unix socket included: only socketpairs are left), and an isolated pool without
+   the filter refuses to start unless sandbox.allow_without_seccomp;
 4. one task affecting the next: a fresh /tmp per task, recycling after errors, distinct uids;
 5. limits living in the untrusted process: the engine re-checks sizes before recording;
 6. host files: only the Python installation and the sandbox modules are visible, /proc is empty
@@ -205,7 +206,7 @@ def test_a_step_that_overruns_is_a_step_timeout_and_a_forged_frame_ends_it_at_on
 # 2. poison replies
 
 
-POISON = ["poison_reply_new.py", "poison_reply_check_env.py", "poison_error_markup.py", "lift_observation_limit.py"]
+POISON = ["poison_reply_new.py", "poison_reply_solution.py", "poison_error_markup.py", "lift_observation_limit.py"]
 
 
 def test_poison_replies_are_verdicts_for_their_environment_only(validator, pool, canary):
@@ -241,7 +242,7 @@ def test_validate_keeps_every_files_verdict_and_prints_hostile_text_as_data(tmp_
     reports = [json.loads(line) for line in js.stdout.splitlines() if line.startswith("{")]
     assert [r["path"] for r in reports] == [str(f) for f in files]
     assert {r["path"].rsplit("/", 1)[1]: r["error_kind"] for r in reports} == {
-        "arithmetic_env.py": None, "poison_reply_new.py": "sandbox", "poison_reply_check_env.py": "sandbox",
+        "arithmetic_env.py": None, "poison_reply_new.py": "sandbox", "poison_reply_solution.py": "sandbox",
         "poison_error_markup.py": "crash", "lift_observation_limit.py": "sandbox", "guess_number_env.py": None,
     }
     again = CliRunner().invoke(app, ["validate", str(files[0]), "-c", str(toml), "--json", "--seed", "7"])
@@ -274,7 +275,7 @@ def _stage_context(tmp_path: Path, pool: SandboxPool, *, seed: int = 5, plays: i
 def test_a_run_with_poisoned_environments_goes_on(tmp_path, pool, canary):
     """The engine's own loop: poison at validation and in plays are verdicts and play errors;
     the run ends normally (no RunStopped(error)) and every environment has its verdict."""
-    codes = [(REDTEAM / n).read_text() for n in ("poison_reply_new.py", "poison_in_plays.py", "lift_check_env_limits.py")]
+    codes = [(REDTEAM / n).read_text() for n in ("poison_reply_new.py", "poison_in_plays.py", "lift_solution_limits.py")]
     log, cfg, ctx = _stage_context(tmp_path, pool, max_envs=len(codes))
     try:
         engine = Engine(log=log, cfg=cfg, ctx=ctx)
@@ -297,20 +298,23 @@ def test_a_run_with_poisoned_environments_goes_on(tmp_path, pool, canary):
 
 
 @pytest.mark.parametrize(
-    ("name", "why"),
+    ("name", "expect", "why"),
     [
-        ("disarm_hook_then_exec.py", "seccomp"),
-        ("disarm_hook_then_socket.py", "seccomp"),
-        ("disarm_hook_then_userns.py", "seccomp"),
-        ("disarm_hook_quietly.py", "audit hook was tampered with"),
-        ("replace_hook_code.py", "__code__"),
-        ("gc_hunt_for_hook.py", "gc.get_objects"),
+        # since round 3 (issue 31) the walk these programs make no longer reaches the hook (it and its
+        # fingerprint live in the task's I/O thread), so the hook stops what they do next; with the hook
+        # off, test_sandbox_isolation shows the kernel filter stopping the same acts
+        ("disarm_hook_then_exec.py", "forbidden", "os.exec"),
+        ("disarm_hook_then_socket.py", "forbidden", "socket"),
+        ("disarm_hook_then_userns.py", "forbidden", "ctypes"),
+        ("disarm_hook_quietly.py", "valid", ""),
+        ("replace_hook_code.py", "forbidden", "__code__"),
+        ("gc_hunt_for_hook.py", "forbidden", "gc.get_objects"),
     ],
 )
-def test_a_disarmed_hook_is_backed_by_the_kernel_filter_and_detected(validator, pool, canary, name, why):
+def test_a_disarm_attempt_finds_no_way_to_the_hook(validator, pool, canary, name, expect, why):
     env_before = dict(os.environ)
     r = validator.validate((REDTEAM / name).read_text())
-    assert verdict(r) == "forbidden" and why in r.detail, (name, r.detail)
+    assert verdict(r) == expect and why in r.detail, (name, r.detail)
     assert pool.layers["seccomp"] and pool.layers["audit_hook"]
     assert_nothing_escaped(pool, canary, env_before)
     assert validator.validate((ENVS / "arithmetic_env.py").read_text()).valid
@@ -443,7 +447,7 @@ def test_pools_never_share_uids_or_process_limits(canary):
 
 
 def test_the_engine_rechecks_sizes_before_recording(validator, pool, canary):
-    for name, kind in (("lift_observation_limit.py", "sandbox"), ("lift_check_env_limits.py", "sandbox"), ("lift_info_limit.py", "contract")):
+    for name, kind in (("lift_observation_limit.py", "sandbox"), ("lift_solution_limits.py", "sandbox"), ("lift_info_limit.py", "contract")):
         r = validator.validate((REDTEAM / name).read_text())
         assert verdict(r) == kind, (name, r.detail)
         assert len(json.dumps(r.to_dict())) < 100_000

@@ -35,14 +35,17 @@ def _open(run, data_dir, backend, bootstrap, url, refresh):
     """(run_id, log, run_dir, live projections), refreshed from the log when asked."""
     from ..consumers.runner import EmbeddedRunner
     from ..recorded import recorded_config_or_default
-    from .replay import open_live_projections
+    from .replay import open_checked_projections, open_live_projections
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     run_dir = _run_dir(data_dir, run_id)
     if not refresh and url is None and not (run_dir / ARCHIVE_FILENAME).exists():
         log.close()
         raise ArchiveError(f"run {run_id} has no archive yet; build it with --refresh or `spade-engine replay`")
-    projs = open_live_projections(run_dir, recorded_config_or_default(log), archive_url=url)
+    if url is None and (run_dir / ARCHIVE_FILENAME).exists():  # checked against the log: rebuilt when ahead of it
+        projs = open_checked_projections(run_dir, recorded_config_or_default(log), log, catch_up=True)
+    else:
+        projs = open_live_projections(run_dir, recorded_config_or_default(log), archive_url=url)
     if refresh:
         EmbeddedRunner(log, projs.all).catch_up()
     return run_id, log, run_dir, projs
@@ -355,7 +358,7 @@ def replay_cmd(
         return run_retrain(run, model, data_dir, None, backend, bootstrap)
     from datetime import datetime, timezone
 
-    from .replay import ReplayError, open_live_projections, open_projections, parse_until, replay_run, verify_projections
+    from .replay import ReplayError, open_checked_projections, open_projections, parse_until, replay_run, verify_projections
     from ..recorded import recorded_config_or_default
 
     run_id, log = open_run(run, data_dir, backend, bootstrap)
@@ -366,7 +369,7 @@ def replay_cmd(
     if verify:
         if not (run_dir / ARCHIVE_FILENAME).exists():
             raise ReplayError(f"run {run_id} has no live projections to verify against")
-        live = open_live_projections(run_dir, config)
+        live = open_checked_projections(run_dir, config, log, catch_up=True, on_rebuild=lambda m: say(f"warning: {m}"))
         positions = [p.position() for p in live.all]
         if target is None:
             if any(pos != positions[0] for pos in positions):

@@ -21,8 +21,8 @@ from ..errors import SpadeError
 from ..events.log import Cursor, EventLog
 from .db import ARCHIVE_FILENAME, resolve_url
 from .fold import FoldError, bounds, finish_child, fold, log_opener, records, start_child
-from .difficulty import DEFAULT_WINDOW, DifficultySeries
-from .memory import EnvironmentMemory
+from .difficulty import DEFAULT_WINDOW, DIFFICULTY_FILENAME, DifficultySeries
+from .memory import MEMORY_DIRNAME, EnvironmentMemory
 from .projection import ArchiveProjection
 from .queries import dump_archive
 
@@ -32,6 +32,8 @@ __all__ = [
     "ReplayError",
     "open_projections",
     "open_live_projections",
+    "projections_ahead",
+    "open_checked_projections",
     "replay_run",
     "PARALLEL_MIN_EVENTS",
     "parse_until",
@@ -111,6 +113,62 @@ def open_live_projections(
 ) -> Projections:
     """The projections a run maintains live, in its run directory ``<data>/runs/<run_id>``."""
     return open_projections(run_dir, config, archive_url=archive_url, window=window)
+
+
+def projections_ahead(projs: Projections, log: EventLog) -> list[str]:
+    """Where the projections are ahead of the log (empty when none is): a projection that has
+    folded events the log no longer holds (the log lost its last writes, e.g. a SQLite WAL file
+    gone after a kill). Each entry names the projection, its offset and the log's end."""
+    end = log.end_cursor()
+    out = []
+    for proj in projs.all:
+        for partition, offset in sorted(proj.position().items()):
+            if offset > end.get(partition, 0):
+                out.append(f"{proj.name} at offset {offset} of partition {partition}, the log ends at {end.get(partition, 0)}")
+    return out
+
+
+def ahead_message(run_id: str, ahead: list[str]) -> str:
+    return (
+        f"the event log of run {run_id} ends before its projections ({'; '.join(ahead)}): the log lost its last "
+        "writes (e.g. its WAL file after a kill), so the projections describe events it no longer holds"
+    )
+
+
+def open_checked_projections(
+    run_dir: str | Path, config: EngineConfig | MemoryConfig | None, log: EventLog, *, catch_up: bool = False,
+    on_rebuild: Any = None,
+) -> Projections:
+    """The live projections of a run, checked against its log on open: when they are ahead of it
+    (:func:`projections_ahead`), they are moved aside to ``<run_dir>/stale-projections-<time>``
+    (kept, never deleted), ``on_rebuild(message)`` is told (else a warning is logged) and fresh
+    ones are opened, which fold the log from its start (at once with ``catch_up``, else by the
+    caller's runner)."""
+    import logging
+    import shutil
+
+    run_dir = Path(run_dir)
+    projs = open_live_projections(run_dir, config)
+    ahead = projections_ahead(projs, log)
+    if not ahead:
+        return projs
+    projs.close()
+    stale = run_dir / f"stale-projections-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S-%f')}"
+    stale.mkdir(parents=True)
+    for name in os.listdir(run_dir):
+        if name.startswith(ARCHIVE_FILENAME) or name in (MEMORY_DIRNAME, DIFFICULTY_FILENAME):
+            shutil.move(str(run_dir / name), str(stale / name))
+    message = ahead_message(log.run_id, ahead) + f"; rebuilding them from the log (the stale ones are kept in {stale})"
+    if on_rebuild is not None:
+        on_rebuild(message)
+    else:
+        logging.getLogger("spade_engine.archive").warning("%s", message)
+    projs = open_live_projections(run_dir, config)
+    if catch_up:
+        from ..consumers.runner import EmbeddedRunner
+
+        EmbeddedRunner(log, projs.all).catch_up()
+    return projs
 
 
 def parse_until(text: str | None) -> int | str | None:

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
+from ..errors import disk_full, is_disk_full
 from ..events.errors import EventLogError
 from ..events.log import Cursor, EventLog, advance
 from .projection import Projection
@@ -95,9 +96,17 @@ class EmbeddedRunner:
         return n
 
     def flush(self) -> None:
+        """Write every projection's state with its cursor, then commit the group offsets. A full
+        disk is :class:`~spade_engine.errors.DiskFull` naming the projection (not a traceback
+        of the database driver)."""
         for proj in self.projections:
             cur = self.cursors[proj.name]
-            proj.flush(cur)
+            try:
+                proj.flush(cur)
+            except Exception as exc:
+                if is_disk_full(exc):
+                    raise disk_full(f"the {proj.name} projection", exc) from exc
+                raise
             if self.commit_offsets and cur:
                 self.log.commit(group_name(proj), cur)
 

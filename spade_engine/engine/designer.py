@@ -368,7 +368,19 @@ def repair_messages(
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
 _OPEN_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*)\Z", re.S)
-_THINK = re.compile(r"<think>.*?</think>", re.S)
+def _strip_think(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` spans (what ``re.sub(r"<think>.*?</think>", "",
+    text, flags=re.S)`` gives), in linear time: the pattern was quadratic on a completion of many
+    unclosed ``<think>`` (model text, in the engine's process)."""
+    out, i = [], 0
+    while True:
+        j = text.find("<think>", i)
+        k = text.find("</think>", j + 7) if j >= 0 else -1
+        if k < 0:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:j])
+        i = k + 8
 
 
 def extract_code(completion: str) -> str | None:
@@ -378,17 +390,17 @@ def extract_code(completion: str) -> str | None:
     last such block, then the whole completion if it looks like a module defining a class with a
     ``step`` method.
     """
-    completion = _THINK.sub("", completion)
+    completion = _strip_think(completion)
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(completion)]
     py = [b for lang, b in blocks if lang in ("", "python", "py", "python3")]
-    with_class = [b for b in py if re.search(r"^\s*class\s+\w+", b, re.M)]
+    with_class = [b for b in py if re.search(r"^[ \t]*class\s+\w+", b, re.M)]
     for cand in (with_class, py):
         if cand:
             code = cand[-1].strip("\n")
             return code + "\n" if code.strip() else None
     if not blocks:  # an opening fence never closed (a stop string cut the closing one)
         m = _OPEN_FENCE.search(completion)
-        if m and re.search(r"^\s*class\s+\w+", m.group(1), re.M):
+        if m and re.search(r"^[ \t]*class\s+\w+", m.group(1), re.M):
             return m.group(1).strip("\n") + "\n"
     if re.search(r"^class\s+\w+", completion, re.M) and "def step" in completion:
         return completion.strip("\n") + "\n"

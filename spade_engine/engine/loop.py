@@ -38,6 +38,8 @@ from ..config import EngineConfig
 from ..errors import SpadeError
 from ..events.catalogue import EventPayload, PolicyLoaded, RunStarted, RunStopped
 from ..events.codec import make_envelope
+from ..errors import DiskFull, disk_full, is_disk_full
+from .offload import fit_event
 from ..events.log import EventLog
 from . import stages
 from .level_replay import choose_replay
@@ -98,7 +100,8 @@ class Engine:
         cfg: the resolved config (recorded in RunStarted).
         ctx: the stage resources (policy, corpus, validator, sandbox pool, memory...).
         runner: an embedded projection runner (``catch_up()``) feeding memory/archive, or None.
-        blobs: blob store to resolve PolicyUpdated checkpoints.
+        blobs: blob store to resolve PolicyUpdated checkpoints, and where the large data of the events
+            it appends goes (long observations, token ids: :mod:`.offload`).
         on_progress: called with the RunState after every recorded event.
         parent_run_id: recorded in RunStarted for curriculum replays.
     """
@@ -135,6 +138,7 @@ class Engine:
         run-level lifecycle events (RunStarted, RunStopped: one per start; PolicyLoaded: one per switch)
         a fresh one."""
         lifecycle = isinstance(payload, (RunStarted, RunStopped, PolicyLoaded))
+        payload = fit_event(payload, self.blobs)  # large data to blobs: every event small (offload.py)
         env = make_envelope(
             payload, run_id=self.run_id, producer=PRODUCER, causation_id=causation_id,
             event_id=None if lifecycle else output_event_id(self.run_id, payload),
@@ -193,11 +197,15 @@ class Engine:
         except BaseException as exc:  # record why, then re-raise
             interrupted = isinstance(exc, KeyboardInterrupt)
             reason = "interrupted" if interrupted else "error"
-            detail = "" if interrupted else f"{type(exc).__name__}: {exc}"
+            full = None if interrupted or isinstance(exc, DiskFull) or not is_disk_full(exc) else disk_full("the run's data", exc)
+            shown = full or exc
+            detail = "" if interrupted else (str(shown) if isinstance(shown, DiskFull) else f"{type(exc).__name__}: {exc}")
             try:
                 self._append(RunStopped(reason=reason, detail=detail[:2000], counts=self.counts()))  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001 - the log itself may be what failed
+            except Exception:  # noqa: BLE001 - the log itself may be what failed (a full disk: it usually is)
                 pass
+            if full is not None:
+                raise full from exc
             raise
         self._append(RunStopped(reason=reason, detail=detail, counts=self.counts()))  # type: ignore[arg-type]
         return reason

@@ -160,6 +160,7 @@ def _regret(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit,
     est = rounds.estimate_round(
         p, st.all_plays(), ctx.cfg, round_=round_, replay=round_ in st.replays, prev=state.lp_heads.get(p.skill),
         probe=st.hint.garbage_probe if st.hint is not None else None,
+        more_probes=st.hint.garbage_probes if st.hint is not None else (),
         prior=rounds.prior_of([e for _, e in st.estimates.values()], round_),
     )
     emit(est, _round_cause(st, round_))

@@ -25,7 +25,7 @@ __all__ = ["RegretMismatch", "recompute_regrets", "verify_regrets"]
 
 _FIELDS = ("plain_rewards", "hinted_rewards", "win_rate_plain", "win_rate_hinted", "regret", "designer_reward",
            "reward_variant", "step_timeouts", "rollout_ids", "round", "win_rate_smoothed", "designer_final", "replay",
-           "trivial", "garbage_reward", "win_signal")
+           "trivial", "garbage_reward", "win_signal", "garbage_episodes", "garbage_wins")
 _BASELINE_FIELDS = ("baseline", "baseline_prev")
 _VALUE_FIELDS = ("value", "pvl")
 
@@ -50,6 +50,7 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
     cfg = recorded_config_or_default(log)  # a recorded config this engine cannot read is an error
     proposals: dict[str, EnvironmentProposed] = {}
     probes: dict[str, GarbageProbe | None] = {}
+    more: dict[str, list[GarbageProbe]] = {}
     plays: dict[str, tuple[str, RolloutCompleted]] = {}
     regrets: list[tuple[str, RegretEstimated]] = []
     for rec in log.read():
@@ -61,6 +62,7 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
             proposals.setdefault(ev.env_id, ev)
         elif isinstance(ev, HintWritten):
             probes.setdefault(ev.env_id, ev.garbage_probe)
+            more.setdefault(ev.env_id, list(ev.garbage_probes))
         elif isinstance(ev, RolloutCompleted):
             plays[rec.envelope.event_id] = (rec.envelope.event_id, ev)
         elif isinstance(ev, RegretEstimated):
@@ -80,7 +82,8 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
         c = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"variant": r.reward_variant,
                                                                             "win_signal": r.win_signal})})
         out.append((r, estimate_round(proposals[r.env_id], used, c, round_=r.round, replay=r.replay, prev=prev,
-                                    probe=probes.get(r.env_id), prior=prior_of(by_env[r.env_id], r.round))))
+                                    probe=probes.get(r.env_id), prior=prior_of(by_env[r.env_id], r.round),
+                                    more_probes=more.get(r.env_id, ()))))
     return out
 
 

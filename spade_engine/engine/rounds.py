@@ -38,7 +38,7 @@ from collections.abc import Sequence
 
 from ..config import EngineConfig
 from ..events.catalogue import EnvironmentProposed, GarbageProbe, RegretEstimated, RolloutCompleted
-from .garbage import probe_reward, probe_won
+from .garbage import garbage_wins, probe_reward
 from .regret import designer_reward, ema_update, mean, play_value, regret, win_rate
 from .rollouts import PlaySpec
 from .seeds import derive_seed, env_key
@@ -107,12 +107,14 @@ def estimate_round(
     prev: tuple[str, float] | None,
     probe: GarbageProbe | None = None,
     prior: float | None = None,
+    more_probes: Sequence[GarbageProbe] = (),
 ) -> RegretEstimated:
     """The estimate of round ``round_`` of ``proposed`` from ``plays`` (its plays of any round;
     those outside the regret round and the smoothing window are ignored) and ``prev``, the
     ``(event id, baseline)`` of the skill's last designer-final estimate (``None`` for the
-    skill's first). ``probe`` is the recorded garbage probe (``HintWritten.garbage_probe``): when
-    it won, the environment is ``trivial`` and its designer reward is 0. ``prior`` is the
+    skill's first). ``probe`` is the recorded garbage probe (``HintWritten.garbage_probe``) and
+    ``more_probes`` those at the other plays' seeds (``HintWritten.garbage_probes``): when any of
+    them won, the environment is ``trivial`` and its designer reward is 0. ``prior`` is the
     environment's previous estimate's smoothed win signal (:func:`prior_of`; ``None`` for its
     first round), the value ``V`` of ``pvl``. Pure: the order of ``plays`` does not matter."""
     by_round = group_by_round(plays)
@@ -138,6 +140,8 @@ def estimate_round(
     value = prior if prior is not None else (prev[1] if prev else (mean(values_now) if values_now else None))
     pvl = (sum(max(x - value, 0.0) for x in values_now) / len(values_now)) if values_now and value is not None else 0.0
     versions = sorted({p.policy_version for _, p in this})
+    probes = ([probe] if probe is not None else []) + list(more_probes)
+    wins = garbage_wins(probes)
     return RegretEstimated(
         env_id=proposed.env_id,
         skill=proposed.skill,
@@ -146,7 +150,7 @@ def estimate_round(
         win_rate_plain=win_rate(plain_now),
         win_rate_hinted=win_rate(q_hinted),
         regret=r_value,
-        designer_reward=0.0 if probe_won(probe) else designer_reward(
+        designer_reward=0.0 if wins else designer_reward(
             r_value, smoothed, variant=cfg.reward.variant, step_timeouts=timeouts, cfg=cfg.reward, baseline=baseline
         ),
         reward_variant=cfg.reward.variant,
@@ -162,7 +166,9 @@ def estimate_round(
         win_signal=signal,
         value=value,
         pvl=float(pvl),
-        trivial=probe_won(probe),
+        trivial=wins > 0,
         garbage_reward=probe_reward(probe) if probe is not None else None,
+        garbage_episodes=len(probes),
+        garbage_wins=wins,
     )
 

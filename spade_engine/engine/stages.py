@@ -734,22 +734,35 @@ def validation_seed(seed: int, env_id: str) -> int:
     return derive_seed(seed, env_key(env_id), "validate")
 
 
-def garbage_probe(ctx: StageContext, proposed: EnvironmentProposed) -> GarbageProbe | None:
-    """The play-time garbage probe of an accepted environment (None without a sandbox)."""
+def garbage_probe(ctx: StageContext, proposed: EnvironmentProposed, index: int = 0) -> GarbageProbe | None:
+    """The play-time garbage probe of an accepted environment at the seed of its first round's
+    play ``index`` (None without a sandbox)."""
     if ctx.pool is None:
         return None
-    spec = play_specs(ctx.seed, proposed.env_id, 1)[0]  # plain play 0's seed
-    actions = garbage_actions(derive_seed(ctx.seed, env_key(proposed.env_id), "garbage"), ctx.cfg.loop.turn_limit)
+    key = env_key(proposed.env_id)
+    seed = derive_seed(ctx.seed, key, "play", index)  # play ``index``'s seed in round 0 (rounds.round_play_specs)
+    actions = garbage_actions(
+        derive_seed(ctx.seed, key, "garbage") if index == 0 else derive_seed(ctx.seed, key, "garbage", index),
+        ctx.cfg.loop.turn_limit,
+    )
     t0 = time.perf_counter()
     try:
         return run_garbage_probe(
             lambda: ctx.pool.open_session(
                 proposed.code, step_timeout_s=ctx.cfg.sandbox.step_timeout_s, max_turns=ctx.cfg.loop.turn_limit
             ),
-            seed=spec.seed, actions=actions,
+            seed=seed, actions=actions,
         )
     finally:
         ctx.timings.sandbox += time.perf_counter() - t0
+
+
+def garbage_probes(ctx: StageContext, proposed: EnvironmentProposed) -> list[GarbageProbe]:
+    """The garbage probes at the seeds of the first round's other plays (1..k-1)."""
+    if ctx.pool is None:
+        return []
+    n = max(ctx.cfg.loop.plain_k, ctx.cfg.loop.hinted_k)
+    return [p for p in (garbage_probe(ctx, proposed, i) for i in range(1, n)) if p is not None]
 
 
 def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
@@ -766,6 +779,7 @@ def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
     return HintWritten(
         env_id=proposed.env_id, hint=clean_hint(sample.text), policy_version=ctx.policy.version,
         generation=sample.generation(), garbage_probe=garbage_probe(ctx, proposed),
+        garbage_probes=garbage_probes(ctx, proposed),
     )
 
 
@@ -820,6 +834,7 @@ def estimate_regret(
     plays: Sequence[tuple[str, RolloutCompleted]],
     reward: RewardConfig,
     probe: GarbageProbe | None = None,
+    more_probes: Sequence[GarbageProbe] = (),
 ) -> RegretEstimated:
     """Regret and designer reward of one environment's single round from its recorded plays (pure).
 
@@ -831,4 +846,4 @@ def estimate_regret(
     and its designer reward is 0.
     """
     cfg = EngineConfig().model_copy(update={"reward": reward})
-    return estimate_round(proposed, plays, cfg, round_=0, replay=False, prev=None, probe=probe)
+    return estimate_round(proposed, plays, cfg, round_=0, replay=False, prev=None, probe=probe, more_probes=more_probes)

@@ -48,6 +48,7 @@ from ..config import EngineConfig
 from ..errors import SpadeError
 from ..events.catalogue import EventPayload, RunStopped
 from ..events.codec import make_envelope
+from .offload import fit_event
 from ..events.log import EventLog, Record
 from . import stages
 from .level_replay import choose_replay
@@ -102,12 +103,14 @@ class WorkerStats:
 
 
 class Emitter:
-    """Appends stage outputs with deterministic ids and folds them into the worker's view."""
+    """Appends stage outputs with deterministic ids and folds them into the worker's view; large
+    data moves to ``blobs`` first (:func:`~spade_engine.engine.offload.fit_event`)."""
 
-    def __init__(self, log: EventLog, view: RunState, producer: str, stats: WorkerStats):
-        self.log, self.view, self.producer, self.stats = log, view, producer, stats
+    def __init__(self, log: EventLog, view: RunState, producer: str, stats: WorkerStats, blobs: BlobStore | None = None):
+        self.log, self.view, self.producer, self.stats, self.blobs = log, view, producer, stats, blobs
 
     def __call__(self, payload: EventPayload, causation_id: str | None = None) -> str:
+        payload = fit_event(payload, self.blobs)
         env = make_envelope(
             payload, run_id=self.log.run_id, producer=self.producer, causation_id=causation_id,
             event_id=output_event_id(self.log.run_id, payload),
@@ -191,7 +194,7 @@ class GroupWorker:
 
     def __post_init__(self) -> None:
         self.view = RunState(run_id=self.log.run_id)
-        self.emit = Emitter(self.log, self.view, producer_name(self.role), self.stats)
+        self.emit = Emitter(self.log, self.view, producer_name(self.role), self.stats, self.blobs)
 
     def handle(self, rec: Record) -> bool:  # pragma: no cover - abstract
         """Process one input; return False when stopped before its outputs were all recorded."""
@@ -352,7 +355,7 @@ class DesignerWorker:
         self.stats = WorkerStats()
         self.stop_event = engine.stop_event
         engine.ctx.memory = memory.memory if memory is not None else None
-        self.emit = Emitter(engine.log, engine.state, producer_name("designer"), self.stats)
+        self.emit = Emitter(engine.log, engine.state, producer_name("designer"), self.stats, engine.blobs)
 
     def _unfinished(self, state: RunState) -> list[EnvState]:
         return [s for s in state.proposed() if next_stage(self.engine.cfg, s) is not None]

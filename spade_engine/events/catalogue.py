@@ -130,7 +130,11 @@ class GarbageProbe(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):
-    """One agent turn in an episode: what the agent saw and did, and what the env answered."""
+    """One agent turn in an episode: what the agent saw and did, and what the env answered.
+
+    ``observation_ref``/``action_ref`` (RolloutCompleted v4): when the text was longer than the
+    engine keeps inline, the whole text is this blob (UTF-8, ``text/plain``) and ``observation``/
+    ``action`` hold its start, ending with ``...[truncated N characters]``."""
 
     observation: str
     action: str
@@ -139,6 +143,8 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     truncated: bool = False
     generation: Generation | None = None
     step_seconds: float = 0.0
+    observation_ref: BlobRef | None = None
+    action_ref: BlobRef | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,16 +238,20 @@ class HintWritten(EventPayload, frozen=True, kw_only=True):
     format, never the answer). It is appended to the first observation of hinted plays.
 
     ``garbage_probe`` (v2) is the play-time garbage probe run by the same stage before the plays
-    (``None`` when none was run, as in v1)."""
+    (``None`` when none was run, as in v1), at plain play 0's seed. ``garbage_probes`` (v3) are the
+    same probe at the seeds of the other plays of the first round (plays 1..k-1, plain and hinted
+    share seeds): an environment whose outcome does not depend on the action (a seeded coin flip)
+    wins some of them. v2 events are upcast with none."""
 
     TYPE: ClassVar[str] = "HintWritten"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     hint: str
     policy_version: str
     generation: Generation | None = None
     garbage_probe: GarbageProbe | None = None
+    garbage_probes: list[GarbageProbe] = msgspec.field(default_factory=list)
 
 
 #: why a play ended (``RolloutCompleted.end_reason``): the environment terminated or truncated
@@ -266,10 +276,14 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     plays within a round. v1 events are upcast with ``round = 0``.
     v3: ``end_reason`` (one of :data:`END_REASONS`) says why the play ended at all; v2 events are
     upcast with a reason read from what they recorded.
+    v4: events are small by construction (:mod:`spade_engine.engine.offload`): a long observation
+    or action is a blob (``Turn.observation_ref``/``action_ref``, its start inline) and a
+    generation with many token ids is one (``Generation.ref``, which v3 already allowed); v3
+    events hold everything inline and read as they are.
     """
 
     TYPE: ClassVar[str] = "RolloutCompleted"
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     play_id: str
@@ -302,9 +316,10 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     continued (``None`` for a skill's first), so replay recomputes it exactly. ``rollout_ids``
     are the event ids of every play it was computed from.
 
-    ``trivial``: the play-time garbage probe (HintWritten.garbage_probe) won, so the environment
-    rewards garbage after passing validation; its ``designer_reward`` is then 0. ``garbage_reward``
-    is that probe's episode reward (``None`` without a probe).
+    ``trivial``: a play-time garbage probe (HintWritten.garbage_probe, and from v4 on any of
+    HintWritten.garbage_probes) won, so the environment rewards garbage after passing validation
+    (or its outcome does not depend on the action at all); its ``designer_reward`` is then 0.
+    ``garbage_reward`` is the first probe's episode reward (``None`` without a probe).
 
     v2 adds ``round``, ``win_rate_smoothed``, ``designer_final``, ``replay``, ``baseline``,
     ``baseline_prev``, ``trivial`` and ``garbage_reward``; v1 events are upcast as the only (final)
@@ -319,10 +334,15 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     ``mean_k max(x_k - V, 0)`` of the round's plain play values, the level-replay ``pvl`` score);
     v2 events are upcast with ``solved_share`` (the only signal then) and no ``value``/``pvl``
     (level replay then scores ``pvl`` against the round's own mean, as v2 engines did).
+
+    v4 adds ``garbage_episodes`` (how many play-time garbage episodes the environment had: one
+    per seed of its first round's plays) and ``garbage_wins`` (how many of them won; ``trivial``
+    is ``garbage_wins > 0``); v3 events are upcast from their single probe (one episode, won when
+    ``trivial``).
     """
 
     TYPE: ClassVar[str] = "RegretEstimated"
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     skill: str
@@ -347,6 +367,8 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     win_signal: str = "solved_share"
     value: float | None = None
     pvl: float | None = None
+    garbage_episodes: int = 0
+    garbage_wins: int = 0
 
 
 class EnvironmentReplayed(EventPayload, frozen=True, kw_only=True):
@@ -565,6 +587,13 @@ def _policy_updated_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
+@register_upcaster("HintWritten", 2)
+def _hint_v2_to_v3(p: dict[str, Any]) -> dict[str, Any]:
+    """v2 stages probed at plain play 0's seed only."""
+    p.setdefault("garbage_probes", [])
+    return p
+
+
 def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Apply registered upcasters until ``payload`` reaches the type's current version."""
     cls = EVENT_TYPES.get(event_type)
@@ -614,6 +643,14 @@ def _regret_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+@register_upcaster("RegretEstimated", 3)
+def _regret_v3_to_v4(payload: dict[str, Any]) -> dict[str, Any]:
+    """v3 estimates read one garbage probe at most: one episode when it ran, won when trivial."""
+    payload.setdefault("garbage_episodes", 0 if payload.get("garbage_reward") is None else 1)
+    payload.setdefault("garbage_wins", 1 if payload.get("trivial") else 0)
+    return payload
+
+
 @register_upcaster("RolloutCompleted", 2)
 def _rollout_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
     """v2 -> v3: ``end_reason`` from what v2 recorded (a play cut by the runner's turn limit was
@@ -630,6 +667,12 @@ def _rollout_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
     else:
         reason = "truncated"
     payload["end_reason"] = reason
+    return payload
+
+
+@register_upcaster("RolloutCompleted", 3)
+def _rollout_v3_to_v4(payload: dict[str, Any]) -> dict[str, Any]:
+    """v3 plays hold every text inline: no blob references."""
     return payload
 
 

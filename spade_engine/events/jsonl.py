@@ -22,14 +22,17 @@ from .codec import decode_envelope, encode_envelope
 from .envelope import Envelope
 from .errors import EventError
 from .log import EventLog
+from .sizes import MAX_EVENT_BYTES
 
 __all__ = [
     "export_jsonl", "parse_jsonl", "ImportReport", "ImportFailed", "BadLine", "DEFAULT_MAX_EVENT_BYTES",
     "check_run_id", "RUN_ID_RULE", "run_id_of",
 ]
 
-#: the largest line (one event) an import accepts unless told otherwise (``--max-event-bytes``)
-DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: the largest line (one event) an import accepts unless told otherwise (``--max-event-bytes``):
+#: what every backend stores (:data:`~spade_engine.events.sizes.MAX_EVENT_BYTES`), so a run the
+#: engine wrote (older engines wrote plays of tens of megabytes) exports and imports back as it is
+DEFAULT_MAX_EVENT_BYTES = MAX_EVENT_BYTES
 #: how much of a rejected line is kept as its dead letter
 _KEPT_BYTES = 4096
 #: a run id an import may create: it names a directory and a Kafka topic

@@ -405,8 +405,11 @@ def status(
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
         state = RunState.from_log(log)
+        behind = _log_behind_projections(log, data_dir, run_id) if backend == "sqlite" else None
     finally:
         log.close()
+    if behind:
+        say(f"warning: {behind}; `start` rebuilds them from the log")
     stats = state.stats()
     if as_json:
         print_json(stats)
@@ -419,6 +422,20 @@ def status(
         lifecycle = "running, or ended without RunStopped (start resumes it)"
     seed = f"; seed {stats['seed']}" if stats.get("seed") is not None else ""
     print_stats(stats, title=run_id, extra=f"{lifecycle}; {stats['starts']} start(s){seed}")
+
+
+def _log_behind_projections(log: Any, data_dir: Path | None, run_id: str) -> str | None:
+    """Why the run's live projections are ahead of its log, or None (read only: nothing is rebuilt here)."""
+    from ..archive.db import ARCHIVE_FILENAME
+    from ..archive.replay import ahead_message, open_live_projections, projections_ahead
+    from ..events.datadir import DataDir
+
+    run_dir = DataDir(resolve_data_dir(data_dir)).run_dir(run_id)
+    if not (run_dir / ARCHIVE_FILENAME).exists():
+        return None
+    with open_live_projections(run_dir) as projs:
+        ahead = projections_ahead(projs, log)
+    return ahead_message(run_id, ahead) if ahead else None
 
 
 def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str = "sqlite",

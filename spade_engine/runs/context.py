@@ -139,11 +139,11 @@ def build_context(
         if "memory" in needs and memory:
             if role == "engine":
                 from ..archive.memory import encode_embedding
-                from ..archive.replay import open_live_projections
+                from ..archive.replay import open_checked_projections
                 from ..consumers.runner import EmbeddedRunner
 
                 assert run_dir is not None, "the engine's live projections need the run directory"
-                projs = open_live_projections(run_dir, cfg)
+                projs = open_checked_projections(run_dir, cfg, log)  # rebuilt when ahead of the log
                 built.closers.append(projs.close)
                 built.runner = EmbeddedRunner(log, projs.all, flush_every=200, flush_interval_s=2.0)
                 built.closers.append(built.runner.flush)

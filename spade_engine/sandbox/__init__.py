@@ -1,5 +1,5 @@
 """The sandbox for model-written environments: pre-forked isolated workers (``pool``), the worker
-process itself (``worker``), ``framing``, ``isolation`` layers, episode ``session``s, parent-side
+process itself (``worker``), ``framing``, ``isolation`` layers, a cgroup per task (``cgroups``), episode ``session``s, parent-side
 ``grading``, contract ``adapters`` and the Gymnasium view (``gym_env``), the ordered ``validator``
 checks, the ``scaffold`` base class a designer may build a game on (``textgame``), and the
 ``validate`` command (``cli``).

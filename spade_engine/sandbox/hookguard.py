@@ -20,8 +20,15 @@ both with what the task reported before any environment code ran (its ``ready`` 
   was replaced, or that no longer runs, does not echo it.
 
 A mismatch is an anomaly: the engine kills the task (``forbidden``, "the audit hook was tampered
-with") and recycles its worker. This is detection, not a wall: code that also rewrites the task's
-own reply path can forge both checks, which is why the kernel filter exists underneath.
+with") and recycles its worker.
+
+In the worker the hook and these checks are built privately (:func:`make_fingerprint` and the
+hook are cloned with globals of their own and a private copy of the builtins) and run in a thread
+in which no environment code runs, so nothing an environment can reach from Python (modules,
+classes, the builtins, its own frames) leads to them: rewriting them needs a raw memory primitive.
+This is still detection, not a wall: code with raw memory access (a C extension, ctypes) can
+forge both checks, which is why the kernel layers (seccomp, namespaces, cgroups) exist
+underneath and hold whatever happens to the hook.
 
 Imported by the untrusted worker as a plain module: standard library only.
 """
@@ -30,69 +37,90 @@ from __future__ import annotations
 
 import builtins
 import types
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["HEARTBEAT_EVENT", "HookGuard", "describe"]
+__all__ = ["HEARTBEAT_EVENT", "HookGuard", "describe", "make_fingerprint"]
 
 HEARTBEAT_EVENT = "spade.heartbeat"
 
-_FunctionType = types.FunctionType
-_CodeType = types.CodeType
-_type, _tuple, _len = type, tuple, len
-_builtins = builtins.__dict__
-_names_of: dict[Any, tuple[str, ...]] = {}  # code -> names it looks up
-_MISSING = object()
 
+def make_fingerprint(hook: Any, function_type: type, code_type: type, default_builtins: dict[str, Any]) -> tuple[Callable[[], str], Callable[[], tuple[list[Any], list[dict[Any, Any]]]]]:
+    """``(fingerprint, describe)`` for ``hook``: ``describe()`` gives ``(objects, tables)`` that
+    identify it (objects compared by identity: code, globals, looked-up names, defaults, closure
+    contents, recursively for the helper closures of its own globals; tables, the dicts among
+    them, by contents), ``fingerprint()`` the same string as long as nothing in that description
+    changed since this call and another one from the first change on. Every helper is local to
+    this call, so a clone of this function with private globals (the worker's) depends on
+    nothing shared. No ``id()`` (each call of it is an audit event): this runs before every reply."""
+    names_of: dict[Any, tuple[str, ...]] = {}
+    missing = object()
 
-def _names(code: Any) -> tuple[str, ...]:
-    """Every global or builtin name ``code`` (and the code nested in it) may look up (cached)."""
-    names = _names_of.get(code)
-    if names is None:
-        out: list[str] = []
-        stack = [code]
+    def names(code: Any) -> tuple[str, ...]:
+        """Every global or builtin name ``code`` (and the code nested in it) may look up (cached)."""
+        found = names_of.get(code)
+        if found is None:
+            out: list[str] = []
+            stack = [code]
+            while stack:
+                c = stack.pop()
+                out.extend(c.co_names)
+                stack.extend(k for k in c.co_consts if type(k) is code_type)
+            found = names_of[code] = tuple(out)
+        return found
+
+    def describe_() -> tuple[list[Any], list[dict[Any, Any]]]:
+        home = hook.__globals__
+        refs: list[Any] = [hook]
+        tables: list[dict[Any, Any]] = []
+        stack = [hook]
+        seen: list[Any] = []
+        add = refs.append
         while stack:
-            c = stack.pop()
-            out.extend(c.co_names)
-            stack.extend(k for k in c.co_consts if _type(k) is _CodeType)
-        names = _names_of[code] = _tuple(out)
-    return names
+            f = stack.pop()
+            seen.append(f)
+            code = f.__code__
+            g = f.__globals__
+            b = g.get("__builtins__", default_builtins)
+            if type(b) is not dict:
+                b = vars(b)
+            add(code)
+            add(g)
+            for name in names(code):  # globals and builtins the code looks up
+                add(g.get(name, missing) if name in g else b.get(name, missing))
+            add(f.__defaults__)
+            for cell in f.__closure__ or ():
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # an empty cell
+                    add(missing)
+                    continue
+                add(value)
+                t = type(value)
+                if t is dict:  # the hook's mutable tables: by contents too (a list, e.g. the heartbeat, by identity)
+                    tables.append(value)
+                elif t is function_type and value.__globals__ is home and len(seen) < 32 and not any(value is x for x in seen):
+                    stack.append(value)
+        return refs, tables
+
+    refs0, tables0 = describe_()
+    saved = [dict(t) for t in tables0]  # copies: what the tables held at the start
+    fp0 = f"{len(refs0)}:{len(saved)}"
+
+    def fingerprint() -> str:
+        refs, tables = describe_()
+        if len(refs) != len(refs0) or tables != saved:
+            return f"changed:{len(refs)}"
+        for i, (a, b) in enumerate(zip(refs, refs0)):
+            if a is not b:
+                return f"changed:{i}"
+        return fp0
+
+    return fingerprint, describe_
 
 
 def describe(hook: Any) -> tuple[list[Any], list[dict[Any, Any]]]:
-    """``(objects, tables)`` that identify ``hook``: the objects (compared by identity: code,
-    globals, looked-up names, defaults, closure contents) and its mutable tables (dicts, compared
-    by contents). The hook's helper closures (functions of its module) are described in
-    full; library functions they call by identity only. No ``id()`` (each call of it is an audit
-    event): this runs before every reply."""
-    home = hook.__globals__
-    refs: list[Any] = [hook]
-    tables: list[dict[Any, Any]] = []
-    stack = [hook]
-    seen: list[Any] = []
-    add = refs.append
-    while stack:
-        f = stack.pop()
-        seen.append(f)
-        code = f.__code__
-        g = f.__globals__
-        add(code)
-        add(g)
-        for name in _names(code):  # globals and builtins the code looks up
-            add(g.get(name, _MISSING) if name in g else _builtins.get(name, _MISSING))
-        add(f.__defaults__)
-        for cell in f.__closure__ or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
-                add(_MISSING)
-                continue
-            add(value)
-            t = _type(value)
-            if t is dict:  # the hook's mutable tables: by contents too (a list, e.g. the heartbeat, by identity)
-                tables.append(value)
-            elif t is _FunctionType and value.__globals__ is home and _len(seen) < 32 and not any(value is x for x in seen):
-                stack.append(value)
-    return refs, tables
+    """``(objects, tables)`` that identify ``hook`` (see :func:`make_fingerprint`)."""
+    return make_fingerprint(hook, types.FunctionType, types.CodeType, builtins.__dict__)[1]()
 
 
 class HookGuard:
@@ -101,15 +129,4 @@ class HookGuard:
 
     def __init__(self, hook: Any) -> None:
         self.hook = hook
-        self._refs, tables = describe(hook)
-        self._tables = [dict(t) for t in tables]  # copies: what the tables held at the start
-        self._fp = f"{_len(self._refs)}:{_len(self._tables)}"
-
-    def fingerprint(self) -> str:
-        refs, tables = describe(self.hook)
-        if _len(refs) != _len(self._refs) or tables != self._tables:
-            return f"changed:{_len(refs)}"
-        for i, (a, b) in enumerate(zip(refs, self._refs)):
-            if a is not b:
-                return f"changed:{i}"
-        return self._fp
+        self.fingerprint = make_fingerprint(hook, types.FunctionType, types.CodeType, builtins.__dict__)[0]

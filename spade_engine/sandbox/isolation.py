@@ -10,10 +10,13 @@ Layers (each one detected, never assumed):
 ``net_namespace``  a network namespace with no configured interface (connect() is unreachable)
 ``ipc_namespace``  private System V IPC objects (gone with the worker)
 ``uts_namespace``  its own host name (``sandbox``) and domain name: the host's are not seen
+``time_namespace`` its own monotonic and boot-time clocks, starting near 0 when the worker starts:
+                   the host's uptime is not seen (``CLOCK_BOOTTIME``, ``time.monotonic()``)
 ``mount_namespace`` private mounts (the layers below need it)
 ``minimal_root``   the worker's whole file system is a small tmpfs with read-only binds of the
                    Python installation, its shared libraries and the sandbox modules only
-                   (pivot_root, see ``rootfs.py``): no checkout, data, /sys, /etc, host /proc
+                   (pivot_root, see ``rootfs.py``): no checkout, data, /sys, /etc, host /proc;
+                   the forbidden extension modules' files are covered by /dev/null
 ``hidden_proc``    /proc is an empty read-only directory: no procfs at all (``rootfs.hide_proc``)
 ``readonly_fs``    every mount read-only inside the worker
 ``hidden_home``    /root and /home are not visible (the minimal root; without it, empty tmpfs
@@ -30,7 +33,11 @@ Layers (each one detected, never assumed):
 ``scrubbed_env``   only a few fixed environment variables are passed in
 ``seccomp``        a seccomp-bpf filter (kernel) kills the task on execve, non-AF_UNIX sockets,
                    ptrace, mount, namespaces, bpf, keyctl, perf_event_open... and makes
-                   socket(AF_UNIX) fail: only socketpairs are left (``seccomp_filter.py``)
+                   socket(AF_UNIX) fail: only socketpairs are left; each task adds a stricter
+                   one: no new processes, no memfd, nothing that reaches other processes
+                   (``seccomp_filter.py``)
+``cgroup``         every task runs in a cgroup of its own (memory and pids limits for the task
+                   as a whole), made by the engine (``cgroups.py``); reported by the pool
 ``audit_hook``     a Python audit hook kills the task on processes, sockets, ctypes, signals to
                    others and file writes outside the temp dir (reported as ``forbidden``); its
                    disarming is detected (``hookguard.py``)
@@ -55,6 +62,7 @@ LAYERS: tuple[str, ...] = (
     "net_namespace",
     "ipc_namespace",
     "uts_namespace",
+    "time_namespace",
     "mount_namespace",
     "minimal_root",
     "hidden_proc",
@@ -71,6 +79,7 @@ LAYERS: tuple[str, ...] = (
     "rlimit_nproc",
     "scrubbed_env",
     "seccomp",
+    "cgroup",
     "audit_hook",
 )
 
@@ -136,6 +145,7 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUTS = 0x04000000
+CLONE_NEWTIME = 0x00000080
 #: the host and domain names inside the sandbox (its own UTS namespace)
 HOSTNAME = "sandbox"
 DOMAINNAME = "(none)"
@@ -254,6 +264,12 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
         except OSError as exc:
             layers[name] = False
             detail[name] = str(exc)
+    try:  # before the minimal root hides /proc: the offsets are written through it
+        _own_clocks()
+        layers["time_namespace"] = True
+    except OSError as exc:
+        layers["time_namespace"] = False
+        detail["time_namespace"] = str(exc)
     if layers.get("uts_namespace"):
         try:
             _neutral_names()
@@ -275,7 +291,8 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
     if layers["mount_namespace"]:
         rootfs = _rootfs()
         try:
-            detail["minimal_root"] = rootfs.enter_minimal_root(opts.get("keep_paths", []))
+            masked = rootfs.extension_files(opts.get("masked_modules", []))
+            detail["minimal_root"] = rootfs.enter_minimal_root(opts.get("keep_paths", []), masked)
             layers["minimal_root"] = layers["hidden_home"] = True
         except OSError as exc:
             layers["minimal_root"] = False
@@ -297,6 +314,20 @@ def enter_namespaces(opts: dict[str, Any]) -> tuple[dict[str, bool], dict[str, s
                 layers[name] = False
                 detail[name] = str(exc)
     return layers, detail
+
+
+def _own_clocks() -> None:
+    """A new time namespace for this process's next children (the zygote and its tasks), whose
+    monotonic and boot-time clocks start near 0 instead of at the host's uptime (as root, before
+    any process enters it; Linux >= 5.6)."""
+    import time
+
+    unshare(CLONE_NEWTIME)
+    lines = []
+    for name, clock in (("monotonic", time.CLOCK_MONOTONIC), ("boottime", time.CLOCK_BOOTTIME)):
+        lines.append(f"{name} {-int(time.clock_gettime(clock)) + 1} 0\n")
+    with open("/proc/self/timens_offsets", "w") as f:
+        f.write("".join(lines))
 
 
 def _neutral_names() -> None:

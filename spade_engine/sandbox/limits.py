@@ -43,6 +43,7 @@ __all__ = [
     "MAX_WARNING_CHARS",
     "MAX_DETAIL_CHARS",
     "MAX_EVENT_CHARS",
+    "MAX_CHARSET_CHARS",
     "marker",
     "clip",
     "info_problem",
@@ -70,6 +71,7 @@ MAX_WARNINGS = 10
 MAX_WARNING_CHARS = 300
 MAX_DETAIL_CHARS = 2_000  #: a validator check's detail, as recorded
 MAX_EVENT_CHARS = 100  #: an audit event name in a forbidden report
+MAX_CHARSET_CHARS = 10_000  #: a gymnasium Text space's charset sent as text (larger: sent as unknown)
 
 
 def marker(cut: int) -> str:

@@ -2,7 +2,10 @@
 
 A pool starts ``config.workers`` worker processes (see ``worker.py``), each isolated once, and
 hands them out one task at a time: a validation or an episode session is one *task*, executed in
-a process forked from the worker's clean zygote, with a fresh empty /tmp. Results come back as
+a process forked from the worker's clean zygote, with a fresh empty /tmp, pipes of its own (made
+here for that task and handed to the worker over its control socket: nothing a task does to its
+pipes, such as non-blocking mode, signal ownership or their size, reaches another task) and,
+where the kernel allows, a cgroup of its own (``cgroups.py``). Results come back as
 length-framed JSON that is decoded here against a strict schema per reply (``replies.py``), never
 unpickled. Any anomaly (timeout, death, garbage, extra frames or frames that do not fit, a
 forbidden operation, a tampered audit hook) kills the worker's whole process group and PID
@@ -22,6 +25,7 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +37,7 @@ from typing import Any, NoReturn
 
 from ..config import SandboxConfig
 from . import framing, replies
+from .cgroups import TaskCgroup, TaskCgroups
 from .errors import EnvError, ErrorKind, IsolationError, PoolExhausted, SandboxCrash, SandboxError, StepTimeout
 from .isolation import SandboxLayers, scrubbed_environ
 from .session import Session
@@ -43,7 +48,7 @@ __all__ = ["SandboxPool", "Task"]
 log = logging.getLogger("spade_engine.sandbox")
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
-FORBIDDEN_EXIT, MEMORY_EXIT = 86, 87
+FORBIDDEN_EXIT, MEMORY_EXIT, CGROUP_EXIT = 86, 87, 88
 _START_TIMEOUT_S = 120.0  # worker start (imports gymnasium) on a loaded machine
 _TASK_START_TIMEOUT_S = 20.0
 _TASK_END_TIMEOUT_S = 5.0
@@ -124,22 +129,24 @@ class _Worker:
         self.task_pid: int | None = None
         self.task_pidns = True
         self._kill_lock = threading.Lock()
-        self.cmd_w = self.resp_r = self.status_r = -1
+        self.ctl: socket.socket | None = None  # the control socket (SOCK_SEQPACKET) to the zygote
+        self.cmd_w = self.resp_r = self.status_r = -1  # the current task's pipes, and the zygote's status pipe
         self.resp_buf = framing.FrameBuffer(raw=True)
         self.status_buf = framing.FrameBuffer(raw=True)
         self.resp_q: deque[bytes] = deque()
         self.status_q: deque[bytes] = deque()
+        self.resp_closed = False  # the current task closed its result pipe
 
     # -- life cycle -----------------------------------------------------------------------
 
     def spawn(self) -> None:
         cfg = self.pool.config
         uid = self.pool.uids[self.slot]
-        cmd_r, cmd_w = os.pipe()
-        resp_r, resp_w = os.pipe()
+        ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_r, status_w = os.pipe()
+        child_fd = ctl_child.detach()
         opts = {
-            "fds": [cmd_r, resp_w, status_w],
+            "fds": [child_fd, status_w],
             "isolate": self.pool.isolate,
             "audit_hook": self.pool.audit_hook,
             "uid": uid,
@@ -153,6 +160,8 @@ class _Worker:
             "preload": list(cfg.preload_modules),
             # a test switch: the worker behaves as if no libseccomp binding were installed
             "seccomp_binding": not os.environ.get("SPADE_SANDBOX_NO_SECCOMP_BINDING"),
+            # SPADE_SANDBOX_DEBUG: tasks keep the worker's stderr (the engine's), for tracebacks
+            "debug": bool(os.environ.get("SPADE_SANDBOX_DEBUG")),
         }
         import json
 
@@ -162,16 +171,20 @@ class _Worker:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL if not os.environ.get("SPADE_SANDBOX_DEBUG") else None,
-                pass_fds=(cmd_r, resp_w, status_w),
+                pass_fds=(child_fd, status_w),
                 env=scrubbed_environ("/tmp"),
                 cwd="/",
                 start_new_session=True,
             )
+        except BaseException:
+            ctl.close()
+            os.close(status_r)
+            raise
         finally:
-            for fd in (cmd_r, resp_w, status_w):
+            for fd in (child_fd, status_w):
                 os.close(fd)
-        self.cmd_w, self.resp_r, self.status_r = cmd_w, resp_r, status_r
-        os.set_blocking(cmd_w, False)
+        self.ctl, self.status_r = ctl, status_r
+        self.cmd_w = self.resp_r = -1
         self.hello = None
         self.tasks = 0
         self.task_pid = None
@@ -217,12 +230,13 @@ class _Worker:
 
     def _kill(self) -> None:
         proc, self.proc = self.proc, None
-        if self.cmd_w >= 0:
+        if self.ctl is not None:  # the supervisor sees the socket close and kills the zygote
             try:
-                os.close(self.cmd_w)
+                self.ctl.close()
             except OSError:
                 pass
-            self.cmd_w = -1
+            self.ctl = None
+        self.end_task()
         if proc is not None:
             try:
                 proc.wait(timeout=3)
@@ -257,6 +271,46 @@ class _Worker:
         self.hello = None
         self.task_pid = None
 
+    # -- a task's own pipes -------------------------------------------------------------------
+
+    def begin_task(self, request: dict[str, Any], extra_fds: list[int]) -> None:
+        """Make the next task's pipes and send ``request`` to the zygote with them (and
+        ``extra_fds``, the task's cgroup files) attached; raises OSError when the worker does not
+        take it."""
+        self.end_task()
+        if self.ctl is None:
+            raise BrokenPipeError("no control socket")
+        cmd_r, cmd_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        try:
+            self.ctl.settimeout(_TASK_START_TIMEOUT_S)
+            socket.send_fds(self.ctl, [framing.encode(request)], [cmd_r, resp_w, *extra_fds])
+        except BaseException:
+            for fd in (cmd_w, resp_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(cmd_r)
+            os.close(resp_w)
+        os.set_blocking(cmd_w, False)
+        self.cmd_w, self.resp_r = cmd_w, resp_r
+        self.resp_buf = framing.FrameBuffer(raw=True)
+        self.resp_q.clear()
+        self.resp_closed = False
+
+    def end_task(self) -> None:
+        """Close the current task's pipes (the next task gets new ones)."""
+        for name in ("cmd_w", "resp_r"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, -1)
+        self.resp_buf = framing.FrameBuffer(raw=True)
+        self.resp_q.clear()
+
     # -- frames ---------------------------------------------------------------------------
 
     def send(self, obj: dict[str, Any], deadline: float) -> bool:
@@ -284,7 +338,7 @@ class _Worker:
         b"") or ("eof", b"") otherwise. ``deadline`` is absolute: nothing that arrives moves it.
         Raises framing.FrameError on bad framing."""
         poller = select.poll()
-        fds = [self.status_r] + ([self.resp_r] if allow_resp else [])
+        fds = [self.status_r] + ([self.resp_r] if allow_resp and self.resp_r >= 0 and not self.resp_closed else [])
         for fd in fds:
             poller.register(fd, select.POLLIN)
         while True:
@@ -300,6 +354,10 @@ class _Worker:
                 data = os.read(fd, 1 << 20) if ev & (select.POLLIN | select.POLLHUP | select.POLLERR) else b""
                 if not data:
                     if ev & (select.POLLHUP | select.POLLERR):
+                        if fd == self.resp_r:  # the task closed its end (it ended): its end report follows
+                            self.resp_closed = True
+                            poller.unregister(fd)
+                            continue
                         return "eof", b""
                     continue
                 if fd == self.resp_r:
@@ -311,12 +369,31 @@ class _Worker:
         """Is there anything more on the task's pipe (it should be silent between calls)?"""
         if self.resp_q or self.resp_buf.pending:
             return True
+        if self.resp_r < 0 or self.resp_closed:
+            return False
         poller = select.poll()
         poller.register(self.resp_r, select.POLLIN)
-        return bool(poller.poll(0))
+        if not poller.poll(0):
+            return False
+        try:
+            data = os.read(self.resp_r, 1 << 20)
+        except OSError:
+            return False
+        if not data:  # closed, nothing more: the task ended after its reply
+            self.resp_closed = True
+            return False
+        try:
+            self.resp_q.extend(self.resp_buf.feed(data))
+        except framing.FrameError:
+            pass
+        return True
 
     def drain_resp(self) -> list[bytes]:
         """Whatever complete frames the task's pipe holds right now (without waiting)."""
+        if self.resp_r < 0 or self.resp_closed:
+            out = list(self.resp_q)
+            self.resp_q.clear()
+            return out
         poller = select.poll()
         poller.register(self.resp_r, select.POLLIN)
         try:
@@ -361,6 +438,12 @@ class Task:
         self._forbidden: replies.Forbidden | None = None
         self._guarded = pool.guarded
         self._fingerprint = ""
+        #: whether the environment's code may have run in this task (its module was sent): from
+        #: then on ``parse`` (a verdict the task computes) is refused
+        self.code_ran = False
+        #: the task's cgroup (None without the layer) and what it used, read when the task ended
+        self.cgroup: TaskCgroup | None = None
+        self.usage: Any = None
 
     def _limit(self, timeout: float | None, cap: float | None = None) -> tuple[float, bool]:
         now = time.monotonic()
@@ -376,15 +459,29 @@ class Task:
     def start(self, cpu_s: int) -> None:
         w = self.worker
         deadline, _ = self._limit(None, _TASK_START_TIMEOUT_S)
-        if not w.send({"op": "task", "cpu_s": cpu_s}, deadline):
-            self._die(SandboxCrash("sandbox worker is not accepting tasks", kind=ErrorKind.SANDBOX))
+        cgroups = self.pool.cgroups
+        if cgroups is not None and cgroups.available:
+            try:
+                self.cgroup = cgroups.new_task()
+            except OSError as exc:
+                self._die(SandboxCrash(f"no cgroup for the task: {exc}", kind=ErrorKind.SANDBOX))
+        fds = list(self.cgroup.fds) if self.cgroup is not None else []
+        try:
+            w.begin_task({"op": "task", "cpu_s": cpu_s, "cgroups": len(fds)}, fds)
+        except OSError as exc:
+            self._die(SandboxCrash(f"sandbox worker is not accepting tasks ({exc})", kind=ErrorKind.SANDBOX))
+        finally:
+            if self.cgroup is not None:
+                self.cgroup.close_fds()
         src, frame = self._frame(deadline, "start")
         if src == "timeout":
             self._die(SandboxCrash("sandbox task did not start in time", kind=ErrorKind.SANDBOX))
         if not isinstance(frame, replies.Ready):
             self._die(SandboxCrash(f"sandbox task did not start (sent {type(frame).__name__})", kind=ErrorKind.SANDBOX))
-        if self._guarded and (not frame.guard.fp or frame.guard.beat != 0):
+        if self._guarded and (":" not in frame.guard.fp or frame.guard.beat != 0):
             self._die(SandboxCrash("sandbox task started without its audit hook", kind=ErrorKind.SANDBOX))
+        if self.cgroup is not None and len(self.cgroup.members()) != 1:
+            self._die(SandboxCrash("sandbox task did not enter its cgroup", kind=ErrorKind.SANDBOX))
         self._fingerprint = frame.guard.fp
 
     def _frame(self, deadline: float, op: str) -> tuple[str, Any]:
@@ -426,9 +523,24 @@ class Task:
             return "a forbidden operation"
         return " ".join(x for x in (f.event, f.detail) if x) or "a forbidden operation"
 
+    def _finish_cgroup(self) -> None:
+        """Read what the task used from its cgroup and remove it (the task is gone)."""
+        cg, self.cgroup = self.cgroup, None
+        if cg is not None:
+            self.usage = cg.usage()
+            if self.pool.cgroups is not None:
+                self.pool.cgroups.release(cg)
+
     def _cause(self, end: replies.TaskEnd, op: str) -> SandboxError:
-        """Why the task process ended, from the zygote's trusted report."""
+        """Why the task process ended, from the zygote's trusted report (and its cgroup's counters)."""
         code, sig = end.exit, end.signal
+        if self.cgroup is not None:
+            self.usage = self.cgroup.usage()
+        if self.usage is not None and self.usage.oom_kills:
+            limit = self.pool.cgroups.memory_bytes >> 20 if self.pool.cgroups is not None else 0
+            return SandboxCrash(f"{op}: out of memory (the task's cgroup limit of {limit} MiB)", kind=ErrorKind.MEMORY)
+        if code == CGROUP_EXIT:
+            return SandboxCrash(f"{op}: the task could not enter its cgroup", kind=ErrorKind.SANDBOX)
         if code == FORBIDDEN_EXIT:
             if self._forbidden is None:  # the hook's report may still be in the pipe
                 for payload in self.worker.drain_resp():
@@ -459,6 +571,7 @@ class Task:
             self.dead = True
             self.death = exc
             self.worker.kill()
+            self._finish_cgroup()
             self.pool._release(self.worker, recycle=True)
         raise exc
 
@@ -466,8 +579,13 @@ class Task:
         """The reply to the current command, with an intact audit hook; anything else kills the task."""
         if not isinstance(frame, replies.Reply) or frame.seq != self.seq:
             self._die(SandboxCrash(f"{op}: unexpected frame on the result pipe (forged or out of order)", kind=ErrorKind.SANDBOX))
-        if self._guarded and (frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq):
-            why = "its closure, code or tables were rewritten" if frame.guard.fp != self._fingerprint else "it no longer answers"
+        if frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq:
+            if not self._guarded or frame.guard.fp.partition(":")[0] != self._fingerprint.partition(":")[0]:
+                why = "a reply not written by the task's I/O thread (forged)"
+            elif frame.guard.fp != self._fingerprint:
+                why = "its closure, code or tables were rewritten"
+            else:
+                why = "it no longer answers"
             self._die(SandboxCrash(f"{op}: forbidden: the audit hook was tampered with ({why})", kind=ErrorKind.FORBIDDEN))
         if self.worker.resp_pending():
             self._die(SandboxCrash(f"{op}: extra data on the result pipe after the reply", kind=ErrorKind.SANDBOX))
@@ -479,12 +597,21 @@ class Task:
             raise SandboxCrash(f"{op}: the session is dead ({self.death})", kind=getattr(self.death, "kind", "crash"))
         if self.ended:
             raise SandboxError(f"{op}: the session is closed")
+        if op == "parse" and self.code_ran:
+            raise SandboxError("parse: answered only by a task in which no environment code has run (open a new task)")
+        if op not in ("parse", "ping"):
+            self.code_ran = True
         self.seq += 1
         deadline, overall = self._limit(timeout)
         w = self.worker
         what = self.label if overall else op
         limit = (self.timeout_s if overall else timeout) or 3600.0
-        if not w.send({"seq": self.seq, "op": op, **args}, deadline):
+        try:
+            sent = w.send({"seq": self.seq, "op": op, **args}, deadline)
+        except SandboxCrash:  # the task closed its end: its end report says why
+            src, frame = self._frame(min(deadline, time.monotonic() + _TASK_END_TIMEOUT_S), op)
+            self._die(SandboxCrash(f"{op}: the task closed its command pipe", kind=ErrorKind.SANDBOX))
+        if not sent:
             self._die(StepTimeout(f"{what} exceeded its {limit:.1f}s wall-clock limit"))
         src, frame = self._frame(deadline, op)
         if src == "timeout":
@@ -526,7 +653,7 @@ class Task:
                     frame = replies.decode_task_frame(payload)
                     if got_reply or not isinstance(frame, replies.Reply) or frame.seq != self.seq or not frame.ok:
                         raise SandboxCrash("end: unexpected frame")
-                    if self._guarded and (frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq):
+                    if frame.guard.fp != self._fingerprint or frame.guard.beat != self.seq:
                         raise SandboxCrash("end: the audit hook was tampered with")
                     got_reply = True
                 else:
@@ -540,8 +667,11 @@ class Task:
         except (SandboxError, framing.FrameError, replies.ReplyError, OSError):
             self.dead = True
             w.kill()
+            self._finish_cgroup()
             self.pool._release(w, recycle=True)
             return
+        w.end_task()
+        self._finish_cgroup()
         w.tasks += 1
         self.pool._release(w, recycle=self.tainted or w.tasks >= self.pool.config.max_tasks_per_worker)
 
@@ -550,6 +680,7 @@ class Task:
         if not (self.dead or self.ended):
             self.dead = True
             self.worker.kill()
+            self._finish_cgroup()
             self.pool._release(self.worker, recycle=True)
 
     def __enter__(self) -> "Task":
@@ -585,6 +716,12 @@ class SandboxPool:
         self.recycled = 0
         self.layers: dict[str, bool] = {}
         self._lease: UidLease | None = None
+        #: a cgroup per task (memory and pids for the task as a whole), where the kernel offers it
+        self.cgroups: TaskCgroups | None = None
+        if isolate:
+            self.cgroups = TaskCgroups(
+                memory_bytes=(self.config.memory_mb + self.config.tmp_size_mb) << 20, pids_max=self.config.max_processes
+            )
         if isolate and os.geteuid() == 0:
             try:  # uids no other live pool holds: RLIMIT_NPROC and signals stay per pool
                 self._lease = lease_uids(self.config.uid_base, self.config.workers)
@@ -605,6 +742,9 @@ class SandboxPool:
         self.layer_details: dict[str, str] = {}
         for h in hellos:
             self.layer_details.update({str(k): str(v) for k, v in h.detail.items()})
+        self.layers["cgroup"] = bool(self.cgroups is not None and self.cgroups.available)
+        if self.cgroups is not None:
+            self.layer_details["cgroup"] = self.cgroups.detail
         if isolate and self.layer_details.get("under_tmp"):
             self.close()
             raise IsolationError(under_tmp_message(self.layer_details["under_tmp"]))
@@ -702,6 +842,8 @@ class SandboxPool:
             self._cond.notify_all()
         for w in self._workers:
             w.kill()
+        if self.cgroups is not None:
+            self.cgroups.close()
         if self._lease is not None:
             self._lease.release()
         _live_pools.discard(self)

@@ -21,6 +21,7 @@ __all__ = [
     "validation_seeds",
     "probe_actions",
     "garbage_actions",
+    "wrong_answer",
 ]
 
 _UNICODE = "\u00fc\u00f1\u00ee\u00e7\u00f8\u00e9\u2603\u03bb\u4e2d\U0001f642\u0410\u05d0"
@@ -68,15 +69,55 @@ def probe_actions(seed: int) -> tuple[str, ...]:
 
 
 def garbage_actions(seed: int, n: int) -> list[str]:
-    """``n`` garbage actions drawn from ``seed`` (boxed random words and large numbers, junk)."""
+    """``n`` garbage actions drawn from ``seed``, of varied shapes (so no environment can lose
+    only on the shapes it expects): boxed lower-case and mixed-case words, boxed large positive
+    and negative numbers, decimals with many places, two words, a list of numbers, and junk
+    outside any box. Each is far from anything a fair environment could accept by chance."""
     rng = random.Random(seed_for(seed, "garbage"))
     out = []
     for i in range(n):
-        kind = rng.randrange(3)
+        kind = rng.randrange(8)
         if kind == 0:
             out.append(f"\\boxed{{{_word(rng)}}}")
         elif kind == 1:
             out.append(f"\\boxed{{{rng.randint(10**7, 10**9)}}}")
-        else:
+        elif kind == 2:
             out.append(_word(rng) + " " + _word(rng))
+        elif kind == 3:
+            out.append(f"\\boxed{{{_word(rng).capitalize()}{_word(rng, 3, 6).upper()}}}")
+        elif kind == 4:
+            out.append(f"\\boxed{{-{rng.randint(10**6, 10**9)}}}")
+        elif kind == 5:
+            out.append(f"\\boxed{{{rng.randint(1000, 99999)}.{rng.randint(10**4, 10**6 - 1)}}}")
+        elif kind == 6:
+            out.append(f"\\boxed{{{_word(rng)} {_word(rng)}}}")
+        else:
+            out.append("\\boxed{[" + ", ".join(str(rng.randint(10**5, 10**7)) for _ in range(3)) + "]}")
     return out
+
+
+def wrong_answer(action: str, seed: int) -> str:
+    """``action`` with its answer deliberately wrong but of exactly the same shape: a
+    ``\\boxed{...}`` stays boxed, and every digit of the answer becomes another digit, every
+    lower-case letter another lower-case letter, every upper-case letter another upper-case one
+    (a number keeps its sign, length and decimal point, and gets no leading zero it did not
+    have; other characters stay). Same shape, other value: no environment can tell it from a
+    real answer by its form, so one whose episode is still won with it does not depend on the
+    answer. An answer with no letter or digit gets one added."""
+    rng = random.Random(seed_for(seed, "wrong"))
+    text = action.strip()
+    boxed = text.startswith("\\boxed{") and text.endswith("}")
+    inner = text[len("\\boxed{") : -1] if boxed else text
+    out = []
+    for i, c in enumerate(inner):
+        for alphabet in (string.digits, string.ascii_lowercase, string.ascii_uppercase):
+            if c in alphabet:
+                lead = alphabet is string.digits and c != "0" and not any(ch.isdigit() for ch in inner[:i])
+                choices = [x for x in alphabet if x != c and not (lead and x == "0")]
+                c = rng.choice(choices)
+                break
+        out.append(c)
+    wrong = "".join(out)
+    if wrong == inner:
+        wrong = inner + rng.choice(string.ascii_lowercase)
+    return f"\\boxed{{{wrong}}}" if boxed else wrong

@@ -51,7 +51,8 @@ __all__ = [
     "ResetData",
     "StepData",
     "SolutionData",
-    "CheckEnvData",
+    "SpaceInfo",
+    "SpacesInfo",
     "Empty",
     "DATA_TYPES",
     "decode_task_frame",
@@ -125,6 +126,8 @@ class ParseData(_Strict):
     syntax_error: SyntaxErrorInfo | None = None
     classes: _list(ClassInfo, limits.MAX_CLASSES) = []  # type: ignore[valid-type]
     forbidden: _list(Finding, limits.MAX_FINDINGS) = []  # type: ignore[valid-type]
+    #: calls that could hide a puzzle's answer behind a pseudo-random function (see worker._hidden_draws)
+    hidden_draws: _list(Finding, limits.MAX_FINDINGS) = []  # type: ignore[valid-type]
 
 
 class LoadData(_Strict):
@@ -133,11 +136,26 @@ class LoadData(_Strict):
     has_solution: bool
 
 
+class SpaceInfo(_Strict):
+    """A gymnasium Text space as declared (the engine rebuilds it to run gymnasium's checker)."""
+
+    max_length: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+    min_length: Annotated[int, msgspec.Meta(ge=0, le=2**31)] = 0
+    charset: _s(limits.MAX_CHARSET_CHARS) | None = None  # type: ignore[valid-type]
+
+
+class SpacesInfo(_Strict):
+    observation_space: SpaceInfo
+    action_space: SpaceInfo
+
+
 class NewData(_Strict):
     iid: Annotated[int, msgspec.Meta(ge=1)]
     #: the environment's own max_turns (a positive int, else None) and what it is after the budget's cap
     designed_max_turns: Annotated[int, msgspec.Meta(ge=1, le=2**31)] | None = None
     max_turns: Annotated[int, msgspec.Meta(ge=0, le=2**31)] | None = None
+    #: a gymnasium-contract environment's declared spaces (None for the SPADE contract)
+    spaces: SpacesInfo | None = None
 
 
 class ResetData(_Strict):
@@ -160,12 +178,6 @@ class SolutionData(_Strict):
     bad: _s(limits.MAX_BAD_CHARS) = ""  # type: ignore[valid-type]
 
 
-class CheckEnvData(_Strict):
-    passed: bool
-    message: _s(limits.MAX_CHECK_MESSAGE) = ""  # type: ignore[valid-type]
-    warnings: _list(_s(limits.MAX_WARNING_CHARS), limits.MAX_WARNINGS) = []  # type: ignore[valid-type]
-
-
 class Empty(_Strict):
     pass
 
@@ -178,7 +190,6 @@ DATA_TYPES: dict[str, type] = {
     "reset": ResetData,
     "step": StepData,
     "solution": SolutionData,
-    "check_env": CheckEnvData,
     "close": Empty,
     "end": Empty,
     "ping": Empty,

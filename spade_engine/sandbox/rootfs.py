@@ -12,7 +12,10 @@ mounts of
 * the project's sandbox modules (``spade_engine/sandbox``, read for tracebacks),
 * ``/dev/null``, ``/dev/zero``, ``/dev/full``, ``/dev/random`` and ``/dev/urandom``,
 
-then ``pivot_root``\\ s into it and detaches the old root. The checkout and every data directory,
+with the extension modules the worker forbids (``_testcapi``, ``_xxsubinterpreters``, ``_ctypes``,
+``_posixsubprocess``... see ``worker.FORBIDDEN_MODULES``) covered by ``/dev/null``: a module the
+worker never loaded cannot be loaded from them, whatever importer is used (a C module that creates
+sub-interpreters, which have no audit hook, among them). Then it ``pivot_root``\\ s into it and detaches the old root. The checkout and every data directory,
 /sys, /home, /root (but for a Python installed there), /etc and the host's /proc are simply not
 there, and the first process mounts a fresh, empty, size-limited tmpfs on ``/tmp`` for every task
 (:func:`fresh_tmp`): nothing a task writes is seen by the next one.
@@ -38,7 +41,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["DEVICES", "needed_dirs", "under_tmp", "enter_minimal_root", "fresh_tmp", "hide_proc"]
+__all__ = ["DEVICES", "needed_dirs", "under_tmp", "extension_files", "enter_minimal_root", "fresh_tmp", "hide_proc"]
 
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
@@ -133,7 +136,23 @@ def under_tmp(keep: Iterable[str] = ()) -> list[str]:
     return [d for d in needed_dirs(keep) if d == "/tmp" or d.startswith("/tmp/")]
 
 
-def enter_minimal_root(keep: Iterable[str]) -> str:
+def extension_files(names: Iterable[str]) -> list[str]:
+    """The files of the extension modules called ``names`` (top-level names) that this Python
+    would load: every file named ``<name><extension suffix>`` in a directory of ``sys.path``."""
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    out: set[str] = set()
+    for d in {os.path.realpath(p) for p in sys.path if p}:
+        if not os.path.isdir(d):
+            continue
+        for name in names:
+            for suffix in suffixes:
+                path = os.path.join(d, name + suffix)
+                if os.path.isfile(path):
+                    out.add(path)
+    return sorted(out)
+
+
+def enter_minimal_root(keep: Iterable[str], masked: Iterable[str] = ()) -> str:
     """Assemble the minimal root and pivot into it (see the module docstring). Returns a detail
     line; raises OSError when any step fails (the caller then falls back)."""
     dirs = needed_dirs(keep)
@@ -151,6 +170,13 @@ def enter_minimal_root(keep: Iterable[str]) -> str:
         for d, fd in devs:
             open(_STAGE + d, "w").close()
             _mount(f"/proc/self/fd/{fd}", _STAGE + d, None, MS_BIND)
+        hidden = 0
+        null = _STAGE + "/dev/null"
+        for path in masked:  # forbidden extension modules: /dev/null over each file
+            target = _STAGE + os.path.realpath(path)
+            if os.path.isfile(target) and os.path.exists(null):
+                _mount(null, target, None, MS_BIND)
+                hidden += 1
         for name, target in links.items():
             if not os.path.lexists(_STAGE + name):
                 os.symlink(target, _STAGE + name)
@@ -164,7 +190,10 @@ def enter_minimal_root(keep: Iterable[str]) -> str:
     os.chdir("/")
     _umount("/.old", MNT_DETACH)
     os.rmdir("/.old")
-    return f"pivot_root into a tmpfs with {len(dirs)} read-only directories: " + ", ".join(dirs)
+    return (
+        f"pivot_root into a tmpfs with {len(dirs)} read-only directories ({hidden} forbidden extension modules "
+        "covered): " + ", ".join(dirs)
+    )
 
 
 def fresh_tmp(size_mb: int, inodes: int, uid: int | None) -> None:

@@ -26,12 +26,28 @@ engine reports as ``forbidden``:
   ``/dev/log``; both fall back quietly when the socket cannot be made, and a harmless lookup
   must not be reported as ``forbidden``;
 * ``sysinfo`` fails with ``EPERM`` (it tells the host's uptime, load and memory, what the
-  sandbox's missing /proc would; nothing a task needs);
+  sandbox's missing /proc would; nothing a task needs); so do ``statfs``, ``fstatfs`` and
+  ``ustat`` (the size and free space of the host's file systems behind the read-only binds);
+* every system call number this libseccomp does not know (newer than it, like ``statmount`` and
+  ``listmount``, which describe mounts) fails with ``ENOSYS``, as on an older kernel: a new
+  kernel's additions are closed until the filter knows them;
 * ``clone3`` fails with ``ENOSYS`` instead (its flags sit in memory a filter cannot read), so the
   C library falls back to ``clone``, whose flags are checked.
 
 System calls of another ABI (32-bit ``int 0x80``, x32) do not match the filter's architecture
-and are killed as well (libseccomp's bad-architecture action).
+and kill the whole process (the bad-architecture action is set to kill the process, not just the
+thread: libseccomp's default would kill one thread and leave the task running, unreported).
+
+:func:`task_filter` builds a second, stricter filter that each task process loads on top of the
+worker's before any environment code runs (filters stack; a task can only add to them):
+
+* no new processes: ``fork``, ``vfork`` and ``clone`` without ``CLONE_THREAD`` kill the task
+  (threads stay allowed), so a task is one process whatever primitive it reaches for;
+* ``memfd_create`` fails with ``EPERM`` (its memory sits outside the address-space limit);
+* calls that reach other processes of the same uid (the worker's zygote, hence the next task)
+  fail with ``EPERM``: ``setpriority``/``ioprio_set`` for anything but the calling process,
+  ``sched_setaffinity``/``sched_setscheduler``/``sched_setparam``/``sched_setattr`` and
+  ``prlimit64`` on another pid.
 
 The filter is built with libseccomp through one of its Python bindings, whichever is present:
 the official bindings (``import seccomp``; Debian's ``python3-seccomp``, which is found in
@@ -51,7 +67,7 @@ import os
 import socket
 from typing import Any
 
-__all__ = ["KILLED", "CLONE_NS_FLAGS", "load_binding", "block_binding", "install", "active"]
+__all__ = ["KILLED", "CLONE_NS_FLAGS", "ERRNO_RULES", "load_binding", "block_binding", "install", "task_filter", "active"]
 
 #: system calls that kill the task process
 KILLED: tuple[str, ...] = (
@@ -71,6 +87,7 @@ KILLED: tuple[str, ...] = (
     "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
 
+CLONE_NEWTIME = 0x00000080
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
@@ -78,8 +95,18 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-CLONE_NS_FLAGS = (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET)
+CLONE_NS_FLAGS = (CLONE_NEWTIME, CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET)
+CLONE_THREAD = 0x00010000
 TIOCSTI = 0x5412
+PRIO_PROCESS = 0
+IOPRIO_WHO_PROCESS = 1
+#: system calls that fail (errno) instead of killing: host facts no task needs
+ERRNO_RULES: tuple[tuple[str, int], ...] = (
+    ("clone3", errno.ENOSYS), ("sysinfo", errno.EPERM), ("statfs", errno.EPERM), ("fstatfs", errno.EPERM),
+    ("ustat", errno.EPERM),
+)
+#: the highest system call number looked at when closing the ones libseccomp does not know
+_MAX_SYSCALL = 1023
 TIOCLINUX = 0x541C
 
 _DEBIAN_DIRS = ("/usr/lib/python3/dist-packages",)
@@ -156,6 +183,30 @@ def active() -> bool:
     return False
 
 
+def _base(sc: Any) -> Any:
+    """A new filter (default allow) with the attributes every filter of ours has: all threads,
+    a foreign architecture kills the process, binary-tree dispatch where libseccomp has it."""
+    f = sc.SyscallFilter(defaction=sc.ALLOW)
+    for attr, value in (("CTL_TSYNC", 1), ("ACT_BADARCH", sc.KILL_PROCESS), ("CTL_OPTIMIZE", 2)):
+        try:
+            f.set_attr(getattr(sc.Attr, attr), value)
+        except (AttributeError, OSError, RuntimeError, ValueError):
+            pass
+    return f
+
+
+def unknown_syscalls(sc: Any) -> list[int]:
+    """System call numbers (native architecture, up to ``_MAX_SYSCALL``) this libseccomp cannot name."""
+    out = []
+    native = sc.Arch.NATIVE
+    for nr in range(_MAX_SYSCALL + 1):
+        try:
+            sc.resolve_syscall(native, nr)
+        except (ValueError, OSError, RuntimeError):
+            out.append(nr)
+    return out
+
+
 def install() -> tuple[bool, str]:
     """Build and load the filter on this process (and its future children and threads).
     Returns ``(active, detail)``."""
@@ -163,11 +214,7 @@ def install() -> tuple[bool, str]:
     if sc is None:
         return False, how
     try:
-        f = sc.SyscallFilter(defaction=sc.ALLOW)
-        try:
-            f.set_attr(sc.Attr.CTL_TSYNC, 1)  # every thread of the process, not only this one
-        except (AttributeError, OSError, RuntimeError, ValueError):
-            pass
+        f = _base(sc)
         kill = sc.KILL_PROCESS
         rules = 0
         for name in KILLED:
@@ -187,9 +234,16 @@ def install() -> tuple[bool, str]:
             rules += 1
         f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, socket.AF_UNIX))
         rules += 1
-        for name, err in (("clone3", errno.ENOSYS), ("sysinfo", errno.EPERM)):
+        for name, err in ERRNO_RULES:
             try:
                 f.add_rule(sc.ERRNO(err), name)
+                rules += 1
+            except (OSError, RuntimeError, ValueError):
+                pass
+        unknown = unknown_syscalls(sc)
+        for nr in unknown:
+            try:
+                f.add_rule(sc.ERRNO(errno.ENOSYS), nr)
                 rules += 1
             except (OSError, RuntimeError, ValueError):
                 pass
@@ -198,4 +252,33 @@ def install() -> tuple[bool, str]:
         return False, f"loading the seccomp filter failed ({how}): {exc}"
     if not active():
         return False, f"the seccomp filter did not take effect ({how})"
-    return True, f"{rules} rules via {how}; a blocked call kills the task (SIGSYS)"
+    newest = max((n for n in range(_MAX_SYSCALL + 1) if n not in set(unknown)), default=0)
+    return True, (
+        f"{rules} rules via {how}; a blocked call kills the task (SIGSYS); system calls this libseccomp does not "
+        f"know (above {newest}) fail with ENOSYS"
+    )
+
+
+def task_filter() -> Any:
+    """The per-task filter (see the module docstring), built but not loaded: the zygote builds
+    it once, each task process calls its ``load()`` before any environment code runs. ``None``
+    without a binding."""
+    sc, _ = load_binding()
+    if sc is None:
+        return None
+    f = _base(sc)
+    kill, eperm = sc.KILL_PROCESS, sc.ERRNO(errno.EPERM)
+    for name in ("fork", "vfork"):
+        try:
+            f.add_rule(kill, name)
+        except (OSError, RuntimeError, ValueError):
+            pass
+    f.add_rule(kill, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+    f.add_rule(eperm, "memfd_create")
+    f.add_rule(eperm, "setpriority", sc.Arg(0, sc.NE, PRIO_PROCESS))
+    f.add_rule(eperm, "setpriority", sc.Arg(1, sc.NE, 0))
+    f.add_rule(eperm, "ioprio_set", sc.Arg(0, sc.NE, IOPRIO_WHO_PROCESS))
+    f.add_rule(eperm, "ioprio_set", sc.Arg(1, sc.NE, 0))
+    for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "prlimit64"):
+        f.add_rule(eperm, name, sc.Arg(0, sc.NE, 0))
+    return f

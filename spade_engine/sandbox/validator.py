@@ -19,7 +19,7 @@ check               passes when                                                 
 ``rewards``         every reward seen is finite and within the reward range       contract
 ``episode_ends``    repeated garbage actions end the episode within the turn      contract
                     limit: min(the environment's own max_turns, the budget)
-``solution``        solution() actions, replayed at both seeds, reach success;    unsolvable
+``solution``        solution() gives actions at both seeds within the turn limit; unsolvable
                     for a puzzle, over 8 more seeds: a repeated      trivial
                     question keeps its answer; questions differ; the
                     question does not show its answer; six or more
@@ -27,8 +27,20 @@ check               passes when                                                 
                     and with the random draws after the k-th changed,
                     a question that stays the same keeps its answer
 ``not_trivial``     no probe action wins                                          trivial
-``gymnasium_api``   gymnasium's check_env passes on the adapted environment       contract
+``replay``          in a fresh task, where solution() never ran: its actions     unsolvable,
+                    reach success at both seeds, and the same actions with a      trivial
+                    deliberately wrong final answer (same shape, other value)
+                    do not
+``gymnasium_api``   gymnasium's check_env, run here in the engine on a view of    contract
+                    a fresh instance (its spaces as declared, every reset and
+                    step a call into the task) passes
 ==================  ============================================================  ================
+
+The last two checks run in a second task, opened after the first one ended: a ``solution()``
+that arms the win (no action wins without it) is caught there, since nothing it did in the first
+process exists in the second. No verdict is computed in a process the environment's code ran in:
+the task only sends raw observations, rewards and actions; ``parse`` (the static screen) is
+answered by a task in which no environment code has run yet, and gymnasium's checker runs here.
 
 The turn budget (``turn_limit``, the run's ``loop.turn_limit``) is applied the way the SPADE
 release does it: the sandbox constructs the environment, then caps its own ``max_turns`` at the
@@ -81,8 +93,11 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("episode_ends", "_episode_ends"),
     ("solution", "_solution"),
     ("not_trivial", "_not_trivial"),
+    ("replay", "_replay"),
     ("gymnasium_api", "_gymnasium"),
 )
+#: checks that run in a second, fresh task (one where solution() never ran)
+FRESH_TASK_CHECKS = frozenset({"replay", "gymnasium_api"})
 CHECK_NAMES = tuple(name for name, _ in CHECKS)
 #: a puzzle whose this many different questions all have one answer ignores its values (the
 #: 0.5B's ``return 42``); a yes/no puzzle is rejected by chance with probability 2**-(n-1)
@@ -171,6 +186,11 @@ class _Run:
         self.first_obs: dict[int, str] = {}
         self.probe_results: list[tuple[str, StepResult]] = []
         self.solution_actions: list[str] | None = None
+        #: solution() actions per validation seed (replayed in the fresh task)
+        self.solutions: dict[int, list[str]] = {}
+        self.spaces: Any = None  # a gymnasium environment's declared spaces (replies.SpacesInfo)
+        self.fresh = False  # running in the second task
+        self.deadline = time.monotonic() + v.validate_timeout_s  # the whole validation's
 
     def call(self, op: str, timeout: float, **args: Any) -> Any:
         try:
@@ -180,6 +200,7 @@ class _Run:
 
     def new(self) -> int:
         out = self.call("new", self.v.import_timeout_s, max_turns=self.v.turn_limit)
+        self.spaces = out.spaces
         designed = out.designed_max_turns
         if designed is not None and designed > 0:
             self.designed_max_turns = designed
@@ -281,9 +302,11 @@ class Validator:
         task: Task | None = None
         run: _Run | None = None
         try:
+            deadline = time.monotonic() + self.validate_timeout_s
             task = self.pool.task(timeout_s=self.validate_timeout_s)
             task.label = "validation"
             run = _Run(task, source, self, seeds, probes)
+            run.deadline = deadline
             self._run_checks(run, report)
         except Exception as exc:  # noqa: BLE001 - nothing an environment does may escape the validator
             kind = exc.kind if isinstance(exc, SandboxError) else ErrorKind.SANDBOX.value
@@ -292,9 +315,12 @@ class Validator:
             detail = clip(f"{type(exc).__name__}: {exc}" if not isinstance(exc, SandboxError) else str(exc), MAX_DETAIL_CHARS)
             report.checks.append(ValidationCheck(name="sandbox", passed=False, detail=detail, seconds=time.perf_counter() - t0))
             report.valid, report.error_kind, report.failed_check = False, kind, "sandbox"
-            if task is not None:
+            if run is not None:
+                run.task.abort()
+            elif task is not None:
                 task.abort()
         finally:
+            task = run.task if run is not None else task
             if task is not None:
                 if _tainting(report):
                     task.tainted = True  # the environment's code failed: its worker is not reused
@@ -313,6 +339,8 @@ class Validator:
         for name, fn in steps:
             c0 = time.perf_counter()
             try:
+                if name in FRESH_TASK_CHECKS and not run.fresh:
+                    self._fresh_task(run)
                 detail = fn(run)
                 report.checks.append(ValidationCheck(name=name, passed=True, detail=clip(detail, MAX_DETAIL_CHARS), seconds=time.perf_counter() - c0))
             except _Fail as f:
@@ -413,6 +441,8 @@ class Validator:
         )
 
     def _solution(self, run: _Run) -> str:
+        """solution()'s actions at both seeds (replayed later, in a fresh task); a puzzle's
+        one-answer checks."""
         assert run.iid is not None
         if not run.has_solution:
             return "no solution() (not replayed)"
@@ -424,37 +454,82 @@ class Validator:
                 raise _Fail(ErrorKind.CONTRACT, out.bad)
             actions = out.actions
             if out.kind == "text" and not actions:
+                run.solutions.clear()
                 return "solution() returned text without \\boxed{} actions (not replayed)"
             if out.kind == "none" or not actions:
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution() gave no actions")
             if len(actions) > run.turn_limit:
                 raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: solution needs {len(actions)} turns, the turn limit is {run.turn_limit}")
-            last: StepResult | None = None
-            replay: list[tuple[str, StepResult]] = []
-            for i, action in enumerate(actions, 1):
-                last = run.step(run.iid, action)
-                replay.append((action, last))
-                problem = check_reward(last, self.reward_range)
-                if problem:
-                    raise _Fail(ErrorKind.CONTRACT, f"seed {seed}, solution step {i}: {problem}")
-                if last.terminated or last.truncated:
-                    break
-            if last is None or not self._won(last):
+            run.solutions[seed] = list(actions)
+            if seed == run.seeds[0]:
+                run.solution_actions = list(actions)
+            details.append(f"seed {seed}: {len(actions)} action(s)")
+        if code_format(run.source) == "puzzle":
+            details.append(self._one_answer(run))
+        return "; ".join(details)
+
+    def _fresh_task(self, run: _Run) -> None:
+        """End the validation's task and continue in a new one, where the environment is loaded
+        again and solution() has never run."""
+        old = run.task
+        old.end()
+        left = max(1.0, run.deadline - time.monotonic())
+        try:
+            run.task = self.pool.task(timeout_s=left)
+        except SandboxError as exc:
+            raise _Fail(exc.kind, f"a fresh task for the replay: {exc}") from None
+        run.task.label = "validation"
+        run.fresh = True
+        run.call("load", self.import_timeout_s, source=run.source, class_name=run.class_name)
+        run.iid = run.new()
+
+    def _replay(self, run: _Run) -> str:
+        """In the fresh task: solution()'s actions win at both seeds; the same actions with a
+        deliberately wrong final answer do not."""
+        assert run.iid is not None
+        if not run.solutions:
+            return "no solution() actions (not replayed)"
+        details = []
+        for seed, actions in run.solutions.items():
+            won, i, replay = self._play(run, seed, actions)
+            if not won:
+                last = replay[-1][1] if replay else None
                 got = "did not end" if last is None or not (last.terminated or last.truncated) else f"ended with reward {last.reward:g}"
                 # what each action got back: the designer sees where its solution and its step() disagree
                 steps = [f"{_short(a)} -> {_short(r.observation, 90)} ({r.reward:g})" for a, r in replay]
                 shown = steps if len(steps) <= 4 else [steps[0], "...", *steps[-3:]]
                 raise _Fail(
                     ErrorKind.UNSOLVABLE,
-                    f"seed {seed}: replaying solution() ({len(actions)} actions) {got}, not success; "
-                    f"replay: {'; '.join(shown)}",
+                    f"seed {seed}: replaying solution() ({len(actions)} actions) in a fresh process {got}, not success "
+                    f"(a solution() that sets up its own win does not count); replay: {'; '.join(shown)}",
                 )
-            if seed == run.seeds[0]:
-                run.solution_actions = list(actions)
             details.append(f"seed {seed}: solved in {i} step(s)")
-        if code_format(run.source) == "puzzle":
-            details.append(self._one_answer(run))
-        return "; ".join(details)
+            wrong = probe_inputs.wrong_answer(actions[i - 1], probe_inputs.seed_for(seed, "wrong"))
+            lost, _, _ = self._play(run, seed, [*actions[: i - 1], wrong])
+            if lost:
+                raise _Fail(
+                    ErrorKind.TRIVIAL,
+                    f"seed {seed}: a deliberately wrong final answer {_short(wrong)} (instead of {_short(actions[i - 1])}) "
+                    "also wins: the outcome does not depend on the answer",
+                )
+        return "; ".join(details) + "; a wrong final answer loses"
+
+    def _play(self, run: _Run, seed: int, actions: list[str]) -> tuple[bool, int, list[tuple[str, StepResult]]]:
+        """Reset at ``seed`` and step ``actions`` until the episode ends: (won, steps, replay)."""
+        assert run.iid is not None
+        run.reset(run.iid, seed)
+        last: StepResult | None = None
+        replay: list[tuple[str, StepResult]] = []
+        i = 0
+        for i, action in enumerate(actions, 1):
+            last = run.step(run.iid, action)
+            replay.append((action, last))
+            problem = check_reward(last, self.reward_range)
+            if problem:
+                raise _Fail(ErrorKind.CONTRACT, f"seed {seed}, solution step {i}: {problem}")
+            if last.terminated or last.truncated:
+                break
+        return last is not None and self._won(last), i, replay
 
     def _one_answer(self, run: _Run) -> str:
         """A puzzle is a question that decides its answer, drawn anew per seed, without the
@@ -463,8 +538,17 @@ class Validator:
         six or more different questions do not all share one answer (``unsolvable``: a fixed
         answer); at least two questions differ (``trivial`` otherwise: one fixed item); the question does
         not show its answer at every seed (``trivial``). Each is a measured 0.5B failure that the
-        other checks pass."""
+        other checks pass. Before them: the puzzle makes no generator or hash of its own
+        (``random.Random(...)``, ``hash(...)``, ``hashlib``...: ``unsolvable``), which would let
+        the answer be a hidden pseudo-random function of the values the question shows (this is a
+        static screen, answered by the task before any of its code ran)."""
         assert run.iid is not None
+        hidden = [f for f in run.parsed.hidden_draws if not f.what.startswith(("rng.", "self.rng."))]
+        if hidden:
+            where = "; ".join(f"line {f.lineno}: {f.what}" for f in hidden[:3])
+            raise _Fail(ErrorKind.UNSOLVABLE, f"the answer may come from a generator or hash of its own ({where}), a value no "
+                        "player can work out from the question: setup(rng) must draw only from rng and compute "
+                        "self.answer from the values it shows")
         asked: dict[str, tuple[int, str]] = {}
         shown = 0
         for k in range(PUZZLE_SEEDS):
@@ -532,8 +616,71 @@ class Validator:
         return f"none of {len(run.probes)} probe actions wins"
 
     def _gymnasium(self, run: _Run) -> str:
-        out = run.call("check_env", max(self.import_timeout_s, self.step_timeout_s * 4), max_turns=self.turn_limit)
-        if not out.passed:
-            raise _Fail(ErrorKind.CONTRACT, f"gymnasium check_env: {out.message}")
-        warns = out.warnings
-        return "check_env passed" + (f" ({len(warns)} warning(s))" if warns else "")
+        """gymnasium's checker, run here on a view of a fresh instance in the task: the verdict
+        is the engine's, computed from the raw observations the task sends."""
+        import warnings
+
+        import gymnasium
+        from gymnasium.utils.env_checker import check_env
+
+        iid = run.new()
+        env = _CheckedEnv(run, iid, run.spaces)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                check_env(env, skip_render_check=True, skip_close_check=True)
+            except _Fail:
+                raise
+            except (AssertionError, gymnasium.error.Error, TypeError, ValueError) as exc:
+                raise _Fail(ErrorKind.CONTRACT, f"gymnasium check_env: {type(exc).__name__}: {exc}") from None
+        return "check_env passed (run by the engine)" + (f" ({len(caught)} warning(s))" if caught else "")
+
+
+class _CheckedEnv:
+    """Built on first use (imports gymnasium): see :func:`_checked_env_class`."""
+
+    def __new__(cls, run: _Run, iid: int, spaces: Any) -> Any:
+        return _checked_env_class()(run, iid, spaces)
+
+
+_CHECKED: Any = None
+
+
+def _checked_env_class() -> Any:
+    """A gymnasium.Env whose reset/step are calls into the validation's task (graded here) and
+    whose spaces are the environment's declared Text spaces (gymnasium contract) or the SPADE
+    contract's text spaces."""
+    global _CHECKED
+    if _CHECKED is not None:
+        return _CHECKED
+    import gymnasium as gym
+    from gymnasium.spaces import Text
+
+    from .adapters import AnyText
+    from .limits import MAX_ACTION_CHARS, MAX_OBS_CHARS
+
+    def space(info: Any, default: int) -> Any:
+        if info is None:
+            return AnyText(default)
+        if info.charset:
+            return Text(info.max_length, min_length=info.min_length, charset=info.charset)
+        return AnyText(info.max_length, min_length=info.min_length)
+
+    class CheckedEnv(gym.Env):
+        metadata: dict[str, Any] = {"render_modes": []}
+
+        def __init__(self, run: _Run, iid: int, spaces: Any) -> None:
+            self.run, self.iid = run, iid
+            self.observation_space = space(spaces.observation_space if spaces else None, MAX_OBS_CHARS)
+            self.action_space = space(spaces.action_space if spaces else None, MAX_ACTION_CHARS)
+
+        def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+            super().reset(seed=seed)
+            return self.run.reset(self.iid, seed)  # type: ignore[arg-type]
+
+        def step(self, action: Any) -> Any:
+            r = self.run.step(self.iid, str(action))
+            return r.as_tuple()
+
+    _CHECKED = CheckedEnv
+    return _CHECKED

@@ -1,21 +1,34 @@
 """The sandbox worker: the only code that runs next to model-written environments.
 
-Started by the pool as ``python3 -s -B worker.py '<json options>'`` with a scrubbed environment and
-three pipe fds. It becomes three kinds of process:
+Started by the pool as ``python3 -s -B worker.py '<json options>'`` with a scrubbed environment,
+a control socket (a ``SOCK_SEQPACKET`` socketpair end: the engine sends task requests on it, each
+with the new task's own pipes and cgroup files attached as ``SCM_RIGHTS``) and a status pipe. It
+becomes three kinds of process:
 
 * the **supervisor** (first process, root): enters the new namespaces and the minimal root, then
   forks the zygote and waits; it mounts a fresh, empty /tmp whenever the zygote is about to start
   a task, and kills the zygote (and with it the whole PID namespace) the moment the engine's end
-  of the command pipe goes away. It never runs environment code and tasks cannot reach it.
+  of the control socket goes away. It never runs environment code and tasks cannot reach it.
 * the **zygote** (PID 1 of the new PID namespace): imports everything environments commonly need,
   drops to an unprivileged uid with rlimits, installs the seccomp filter, says hello with its
   isolation report on the status pipe, then forks one **task** process per task. When a task ends it kills every process left
   in the namespace and reports how the task ended (exit code, signal) on the status pipe, which
   the task cannot write to. It never runs environment code, so its reports can be trusted.
-* the **task**: installs the audit hook, then executes commands from the engine (parse, load, new,
-  reset, step, solution, check_env, end) against environment instances and answers with
-  JSON-safe values. It never decides whether an environment is valid: the engine grades what it
-  sends, against a strict schema per reply (``replies.py``).
+* the **task**: starts from a clean slate (it moves itself into the cgroup the engine made for it,
+  keeps only its own two pipes, which no other task ever had, and closes every other descriptor;
+  it loads the per-task seccomp filter: no new processes), installs the audit hook, then executes
+  commands from the engine (parse, load, new, reset, step, solution, end) against environment
+  instances and answers with JSON-safe values. It never decides whether an environment is valid:
+  the engine grades what it sends, against a strict schema per reply (``replies.py``).
+
+  Inside the task, environment code runs in the main thread; the pipes, the framing, the audit
+  hook's reports and its fingerprint belong to a second thread (started with ``_thread``, so no
+  ``threading.Thread`` object leads to it) in which no environment code ever runs: it reads a
+  command, hands it to the main thread, copies the answer into exact builtin types (no method of
+  an environment's object runs in it) and writes the reply. Every function and table it and the
+  audit hook use is bound privately when the task starts (functions cloned with globals of their
+  own and a private copy of the builtins), so patching a module, a class or the builtins from
+  environment code changes neither.
 
 Frames the task writes (all length-framed JSON): ``{"op": "ready", "seq": 0, "guard": ...}`` once,
 ``{"op": "reply", "seq": n, "ok": true, "data": {...}, "guard": ...}`` or ``{..., "ok": false,
@@ -89,7 +102,6 @@ from math import isfinite  # noqa: E402
 import gymnasium  # noqa: E402
 import gymnasium.spaces  # noqa: E402
 import numpy  # noqa: E402
-from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 #: Exit code of a task killed by the audit hook.
 FORBIDDEN_EXIT = 86
@@ -97,6 +109,8 @@ FORBIDDEN_EXIT = 86
 MEMORY_EXIT = 87
 #: Exit code of a task whose own loop failed (a bug or a tampered worker).
 BROKEN_EXIT = 70
+#: Exit code of a task that could not enter the cgroup the engine made for it.
+CGROUP_EXIT = 88
 
 FORBIDDEN_MODULES = frozenset(
     {
@@ -104,6 +118,10 @@ FORBIDDEN_MODULES = frozenset(
         "multiprocessing", "_multiprocessing", "pty", "asyncio", "http", "ftplib",
         "smtplib", "poplib", "imaplib", "telnetlib", "socketserver", "xmlrpc", "webbrowser",
         "concurrent", "isolation", "_xxsubinterpreters", "rootfs", "seccomp_filter", "seccomp", "pyseccomp",
+        # C modules that run code in a sub-interpreter (which has no audit hook) or reach raw memory
+        "_xxinterpchannels", "_interpreters", "_interpchannels", "_interpqueues", "_testcapi", "_testinternalcapi",
+        "_testbuffer", "_testclinic", "_testimportmultiple", "_testmultiphase", "_testsinglephase", "_ctypes_test",
+        "_xxtestfuzz", "xxlimited", "xxlimited_35", "xxsubtype", "_posixshmem", "_imp",
     }
 )
 _FORBIDDEN_EVENTS = frozenset(
@@ -112,8 +130,15 @@ _FORBIDDEN_EVENTS = frozenset(
         "resource.prlimit", "os.chroot", "sys.remote_exec", "os.setns", "os.unshare",
         # the garbage collector's object lists lead to the hook's closure (see hookguard.py)
         "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+        # a sub-interpreter has no audit hook; other threads' frames and tracers lead to the I/O thread
+        "cpython.PyInterpreterState_New", "cpython._PySys_ClearAuditHooks", "sys._current_frames", "sys.settrace",
+        "sys.setprofile",
     }
 )
+#: forbidden names that stay loaded: the import system's own ``_imp`` (its loaders are audited instead)
+_NOT_HOLLOWED = frozenset({"_imp"})
+#: attributes that give a frame: refused while a C extension module is being created
+_FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
 _FORBIDDEN_PREFIXES = (
     "os.exec", "os.spawn", "os.posix_spawn", "subprocess.", "pty.", "socket.", "ctypes.",
     "_posixsubprocess.", "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.",
@@ -221,6 +246,7 @@ MAX_SOLUTION_ACTIONS = limits.MAX_SOLUTION_ACTIONS
 def main(argv: list[str]) -> None:
     opts = json.loads(argv[1])
     opts["start_env"] = _START_ENV
+    opts["masked_modules"] = sorted(FORBIDDEN_MODULES)  # their files are covered in the minimal root
     if opts.get("seccomp_binding", True):
         seccomp_filter.load_binding()  # before the minimal root hides where the binding lives
     else:  # the engine asked to behave as if no binding were installed (SPADE_SANDBOX_NO_SECCOMP_BINDING)
@@ -230,7 +256,7 @@ def main(argv: list[str]) -> None:
             __import__(str(name))
         except Exception:  # noqa: BLE001 - a missing optional module only makes envs using it fail
             pass
-    cmd_r, resp_w, status_w = opts["fds"]
+    ctl, status_w = opts["fds"]
     layers, detail = isolation.enter_namespaces(opts)
     fallback_tmp = None
     if not layers.get("private_tmp"):
@@ -248,7 +274,7 @@ def main(argv: list[str]) -> None:
     if pid:
         os.close(ask_w)
         os.close(ack_r)
-        code = _supervise(pid, cmd_r, resp_w, status_w, ask_r, ack_w, opts if layers.get("private_tmp") else None)
+        code = _supervise(pid, ctl, status_w, ask_r, ack_w, opts if layers.get("private_tmp") else None)
         if fallback_tmp:
             import shutil
 
@@ -258,21 +284,21 @@ def main(argv: list[str]) -> None:
         os.close(ask_r)
         os.close(ack_w)
         try:
-            _zygote(opts, layers, detail, cmd_r, resp_w, status_w, (ask_w, ack_r))
+            _zygote(opts, layers, detail, ctl, status_w, (ask_w, ack_r))
         except BaseException:  # noqa: BLE001 - reported on stderr (the engine's, in debug mode)
             traceback.print_exc()
         finally:
             os._exit(BROKEN_EXIT)
 
 
-def _supervise(pid: int, cmd_r: int, resp_w: int, status_w: int, ask_r: int, ack_w: int, tmp_opts: dict[str, Any] | None) -> int:
+def _supervise(pid: int, ctl: int, status_w: int, ask_r: int, ack_w: int, tmp_opts: dict[str, Any] | None) -> int:
     """Wait for the zygote; mount a fresh /tmp when it asks (``tmp_opts``: the worker's options
     when /tmp is a tmpfs of ours); kill it (and its namespace) when the engine goes away.
     Returns the exit status to end with."""
     import select
 
-    os.close(resp_w)
     os.close(status_w)
+    cmd_r = ctl
     poller = select.poll()
     poller.register(cmd_r, 0)  # only POLLHUP/POLLERR: the engine closed its end
     poller.register(ask_r, select.POLLIN)
@@ -365,45 +391,75 @@ class _FreshTmp:
 
 
 def _zygote(
-    opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], cmd_r: int, resp_w: int, status_w: int,
-    ctl: tuple[int, int],
+    opts: dict[str, Any], layers: dict[str, bool], detail: dict[str, str], ctl: int, status_w: int, ctlpipes: tuple[int, int],
 ) -> None:
-    fresh = _FreshTmp(opts, layers, detail, ctl)
+    import socket
+
+    fresh = _FreshTmp(opts, layers, detail, ctlpipes)
     os.chdir("/")  # never inside a /tmp that is about to be replaced
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    devnull = os.open("/dev/null", os.O_RDWR)
     threading.stack_size(2 << 20)  # 2 MiB thread stacks: threads count against RLIMIT_AS
     isolation.confine(opts, layers, detail)
     if not opts.get("isolate", True) or not opts.get("audit_hook", True):
         layers["audit_hook"] = False
+    task_filter = None
     if opts.get("isolate", True):
         # the kernel layer, inherited by every task: installed after the uid drop, before any task
         layers["seccomp"], detail["seccomp"] = seccomp_filter.install()
+        if layers["seccomp"]:
+            try:
+                task_filter = seccomp_filter.task_filter()
+                detail["seccomp"] += "; each task adds a filter of its own (no new processes, no memfd)"
+            except (OSError, RuntimeError, ValueError, TypeError, AttributeError) as exc:
+                layers["seccomp"], detail["seccomp"] = False, f"building the task filter failed: {exc}"
     else:
         layers["seccomp"] = False
     in_pidns = os.getpid() == 1
+    sock = socket.socket(fileno=ctl)
+    global _TO_HOLLOW
+    _TO_HOLLOW = _forbidden_loaded()
     framing.write_frame(status_w, {"op": "hello", "layers": layers, "detail": detail, "uid": os.getuid(), "pid": os.getpid()})
     while True:
-        msg = framing.read_frame(cmd_r)
-        if msg is None or msg.get("op") == "exit":
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+        except OSError:
             os._exit(0)
-        if msg.get("op") != "task":
-            framing.write_frame(status_w, {"op": "error", "detail": f"unexpected command {str(msg.get('op'))[:50]!r}"})
+        if not data:
+            os._exit(0)
+        try:
+            msg = framing.decode(data[4:])
+        except framing.FrameError:
+            msg = {"op": "?"}
+        if msg.get("op") == "exit":
+            os._exit(0)
+        want = 2 + int(msg.get("cgroups") or 0) if msg.get("op") == "task" else -1
+        if len(fds) != want:
+            for fd in fds:
+                os.close(fd)
+            framing.write_frame(
+                status_w, {"op": "error", "detail": f"unexpected request {str(msg.get('op'))[:50]!r} with {len(fds)} descriptors"}
+            )
             continue
         try:
             tmp = fresh.prepare()
             pid = os.fork()
         except OSError as exc:
+            for fd in fds:
+                os.close(fd)
             framing.write_frame(status_w, {"op": "task_end", "exit": None, "signal": None, "error": f"task start failed: {exc}"})
             continue
         if pid == 0:
             try:
-                fresh.close_in_task()
-                _task_main(opts, msg, tmp, devnull, cmd_r, resp_w, status_w)
+                _task_main(opts, msg, tmp, fds, task_filter)
+            except BaseException:  # noqa: BLE001 - on the engine's stderr in debug mode only
+                if opts.get("debug"):
+                    traceback.print_exc()
             finally:
                 os._exit(BROKEN_EXIT)
+        for fd in fds:  # the task's own: the zygote keeps none of them
+            os.close(fd)
         framing.write_frame(status_w, {"op": "forked", "pid": pid, "pidns": in_pidns})
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
@@ -442,57 +498,260 @@ def _clean_up(task_pid: int, in_pidns: bool) -> int:
 # Task process
 
 
-def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, devnull: int, cmd_r: int, resp_w: int, status_w: int) -> None:
-    os.close(status_w)
+def _task_main(opts: dict[str, Any], msg: dict[str, Any], tmp: str, fds: list[int], task_filter: Any) -> None:
+    """A task process, from the zygote's fork to its end (never returns)."""
+    cmd_r, resp_w, cgroup_fds = fds[0], fds[1], fds[2:]
+    for fd in cgroup_fds:  # into the cgroup the engine made for this task, before anything else
+        try:
+            os.write(fd, b"0")
+        except OSError:
+            os._exit(CGROUP_EXIT)
+        os.close(fd)
     try:
         os.setpgid(0, 0)
     except OSError:
         pass
-    for fd in (0, 1, 2):
+    devnull = os.open("/dev/null", os.O_RDWR)  # its own: no descriptor the zygote holds stays open
+    for fd in (0, 1) if opts.get("debug") else (0, 1, 2):
         os.dup2(devnull, fd)
+    keep = {0, 1, 2, cmd_r, resp_w}
+    top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    for fd in range(3, top if 0 < top < 65536 else 65536):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     os.chdir(tmp)
     os.environ["HOME"] = os.environ["TMPDIR"] = tmp
     import tempfile
 
     tempfile.tempdir = None  # recomputed from TMPDIR
     cpu = int(msg.get("cpu_s") or opts.get("cpu_s", 30))
-    if opts.get("isolate", True):
+    isolate = opts.get("isolate", True)
+    if isolate:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        if task_filter is not None:
+            task_filter.load()  # no new processes, no memfd, nothing that reaches another process
     isolation._libc = None
-    guard = _NoGuard()
+    channel = _Channel()
+    _start_io(opts, tmp, cmd_r, resp_w, channel)  # nothing of the hook stays in this frame
+    runner = _TaskRunner(opts)
+    try:
+        while True:  # environment code runs here, in the main thread
+            channel.go.acquire()
+            channel.box[1] = runner.handle(channel.box[0])
+            channel.done.release()
+    except BaseException:  # noqa: BLE001 - the channel was tampered with
+        os._exit(BROKEN_EXIT)
+
+
+def _start_io(opts: dict[str, Any], tmp: str, cmd_r: int, resp_w: int, channel: "_Channel") -> None:
+    """Install the audit hook (when the task has one) and start the I/O thread. The hook, its
+    fingerprint and heartbeat end up only in the I/O thread and the hook's own closure: no frame
+    of the main thread (where environment code runs) refers to them once this returns."""
+    import _thread
+
     if opts.get("isolate", True) and opts.get("audit_hook", True):
         readable = tuple(isolation._needed_paths(opts.get("keep_paths", [])))  # the interpreter's own files
         _hollow_forbidden_modules()
-        hook, beat = _make_hook(resp_w, tmp, readable)
-        sys.addaudithook(hook)
-        guard = _Guard(hook, beat)
-    runner = _TaskRunner(opts)
-    framing.write_frame(resp_w, {"seq": 0, "op": "ready", "guard": guard.check(0)})
-    while True:
+        fingerprint, beat = _install_hook(resp_w, tmp, readable)
+    else:
+        fingerprint, beat = None, [0]
+    nonce = os.urandom(8).hex()  # the engine learns it from the ready frame, sent before environment code runs
+    _thread.start_new_thread(
+        _private(_io_loop), (channel, cmd_r, resp_w, fingerprint, beat, _private_encoder(), _private_decoder(), nonce)
+    )
+
+
+class _Channel:
+    """Hands a command from the I/O thread to the main thread and the answer back."""
+
+    def __init__(self) -> None:
+        import _thread
+
+        self.go = _thread.allocate_lock()
+        self.done = _thread.allocate_lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.box: list[Any] = [None, None]
+
+
+def _private(fn: Any) -> Any:
+    """``fn`` with globals of its own: a private copy of the builtins and nothing else, so that
+    patching this module, another module or the builtins later does not change what it runs
+    (every other name it uses is an argument or one of its own locals)."""
+    import builtins as _b
+
+    return types.FunctionType(fn.__code__, {"__builtins__": dict(vars(_b))}, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def _private_encoder() -> Any:
+    """A frame encoder made for this task only: its own C JSON encoder and header packer."""
+    import struct
+    from _json import encode_basestring_ascii, make_encoder
+
+    def no_default(o: Any) -> Any:
+        raise TypeError("not JSON serializable")
+
+    return _private(_encode_with)(make_encoder(None, _private(no_default), encode_basestring_ascii, None, ":", ",", False, False, False),
+                                  struct.Struct(">I").pack, framing.MAX_FRAME)
+
+
+def _encode_with(c_encoder: Any, pack: Any, max_frame: int) -> Any:
+    def encode(obj: Any) -> bytes:
+        payload = "".join(c_encoder(obj, 0)).encode("ascii")
+        if len(payload) > max_frame:
+            raise ValueError(f"frame of {len(payload)} bytes exceeds {max_frame}")
+        return pack(len(payload)) + payload
+
+    return encode
+
+
+def _private_decoder() -> Any:
+    from json.decoder import JSONDecoder
+
+    return JSONDecoder().scan_once
+
+
+def _io_loop(
+    channel: Any, cmd_r: int, resp_w: int, fingerprint: Any, beat: list[int], encode: Any, scan_once: Any, nonce: str
+) -> None:
+    """The task's I/O thread (run as a private clone, see :func:`_private`): reads each command,
+    hands it to the main thread, copies the answer into exact builtin types and writes the reply
+    with the audit hook's fingerprint and heartbeat. No environment code runs in this thread:
+    nothing it calls is reachable from or replaceable by environment code. Every fingerprint
+    starts with ``nonce``, a random string of this task that only this thread knows (and the
+    engine, from the ready frame): a reply forged by writing to the pipe directly cannot carry it."""
+    import posix
+    import select as _select
+    import sys as _sys
+
+    read, write, exit_, audit, wait = posix.read, posix.write, posix._exit, _sys.audit, _select.select
+    go, done, box = channel.go, channel.done, channel.box
+    heartbeat, max_frame = "spade.heartbeat", 8 << 20
+
+    def read_exact(n: int) -> bytes | None:
+        chunks = []
+        while n:
+            try:
+                data = read(cmd_r, n if n < (1 << 20) else (1 << 20))
+            except BlockingIOError:  # the environment made our pipe non-blocking: wait instead
+                wait([cmd_r], [], [])
+                continue
+            if not data:
+                return None
+            chunks.append(data)
+            n -= len(data)
+        return b"".join(chunks)
+
+    def next_command() -> Any:
+        head = read_exact(4)
+        if head is None:
+            return None
+        n = int.from_bytes(head, "big")
+        if n > max_frame:
+            exit_(70)
+        payload = read_exact(n)
+        if payload is None:
+            return None
+        text = payload.decode("utf-8")
+        obj, end = scan_once(text, 0)
+        if end != len(text) or type(obj) is not dict:
+            exit_(70)
+        return obj
+
+    def send(obj: Any) -> None:
+        data = memoryview(encode(obj))
+        while data:
+            try:
+                n = write(resp_w, data)
+            except BlockingIOError:
+                wait([], [resp_w], [])
+                continue
+            data = data[n:]
+
+    def plain(x: Any, depth: int) -> Any:
+        """``x`` copied into exact builtin types; anything else raises ValueError (no method of
+        an object the environment made is ever called here)."""
+        t = type(x)
+        if x is None or t is bool or t is str or t is int:
+            return x
+        if t is float:
+            return x if x - x == 0.0 else None
+        if depth > 40:
+            raise ValueError("nested too deeply")
+        if t is list or t is tuple:
+            return [plain(v, depth + 1) for v in x]
+        if t is dict:
+            out = {}
+            for k, v in dict.items(x):
+                if type(k) is not str:
+                    raise ValueError("a key that is not a str")
+                out[k] = plain(v, depth + 1)
+            return out
+        raise ValueError("a value of a type of its own")
+
+    def guard(seq: Any) -> dict[str, Any]:
+        n = seq if type(seq) is int else -1
+        if fingerprint is None:
+            return {"fp": nonce, "beat": n}
+        audit(heartbeat, n)
+        return {"fp": nonce + ":" + fingerprint(), "beat": beat[0]}
+
+    def reply_for(seq: Any, answer: Any) -> dict[str, Any]:
         try:
-            cmd = framing.read_frame(cmd_r)
-        except framing.FrameError:
-            os._exit(BROKEN_EXIT)
-        if cmd is None:
-            os._exit(0)
-        reply = runner.handle(cmd)
-        seq = cmd.get("seq")
-        try:
-            reply["guard"] = guard.check(seq)
-            framing.write_frame(resp_w, reply)
-        except (framing.FrameError, ValueError, TypeError) as exc:
-            framing.write_frame(resp_w, {**_error(seq, "contract", f"reply not sendable: {exc}"), "guard": guard.check(seq)})
-        except MemoryError:
-            os._exit(MEMORY_EXIT)
-        if cmd.get("op") == "end":
-            os._exit(0)
+            a = plain(answer, 0)
+        except (ValueError, RecursionError) as exc:
+            a = {"ok": False, "error": {"kind": "contract", "message": f"reply not sendable: {exc}", "traceback": ""}}
+        if type(a) is not dict:
+            a = {"ok": False, "error": {"kind": "contract", "message": "reply not sendable: not a dict", "traceback": ""}}
+        frame = {"op": "reply", "seq": seq, "ok": a.get("ok") is True}
+        if frame["ok"]:
+            frame["data"] = a.get("data")
+        else:
+            frame["error"] = a.get("error")
+        return frame
+
+    try:
+        send({"seq": 0, "op": "ready", "guard": guard(0)})
+        while True:
+            cmd = next_command()
+            if cmd is None:
+                exit_(0)
+            seq = cmd.get("seq")
+            box[0], box[1] = cmd, None
+            go.release()
+            done.acquire()
+            frame = reply_for(seq, box[1])
+            frame["guard"] = guard(seq)
+            try:
+                send(frame)
+            except (ValueError, TypeError, OverflowError) as exc:
+                err = {"kind": "contract", "message": f"reply not sendable: {str(exc)[:200]}", "traceback": ""}
+                send({"op": "reply", "seq": seq, "ok": False, "error": err, "guard": guard(seq)})
+            if cmd.get("op") == "end":
+                exit_(0)
+    except MemoryError:
+        exit_(87)
+    except BaseException:  # noqa: BLE001 - a broken pipe or a tampered channel: the task ends
+        exit_(70)
+
+
+def _forbidden_loaded() -> list[str]:
+    """The loaded modules :func:`_hollow_forbidden_modules` empties (the zygote finds them once:
+    every task starts with the zygote's modules)."""
+    return [n for n in sys.modules if n not in _NOT_HOLLOWED and any(p in FORBIDDEN_MODULES for p in n.split("."))]
+
+
+_TO_HOLLOW: list[str] | None = None
 
 
 def _hollow_forbidden_modules() -> None:
     """Forget process/socket/ctypes modules and empty the loaded ones, so that importing them
     again goes through the audit hook and old references to them are useless."""
-    for name in list(sys.modules):
-        if name.partition(".")[0] in FORBIDDEN_MODULES:
+    for name in _TO_HOLLOW if _TO_HOLLOW is not None else _forbidden_loaded():
+        if name in sys.modules:
             mod = sys.modules.pop(name)
             try:
                 keep = {"__name__": getattr(mod, "__name__", name)}
@@ -502,28 +761,146 @@ def _hollow_forbidden_modules() -> None:
                 pass
 
 
-def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, list[int]]:
-    """The audit hook, and the list its heartbeat is stored in (see hookguard.py)."""
-    write, exit_, encode = os.write, os._exit, framing.encode
-    heartbeat, beat, max_event = hookguard.HEARTBEAT_EVENT, [0], limits.MAX_EVENT_CHARS
-    realpath, join, getcwd, fsdecode, getpid = os.path.realpath, os.path.join, os.getcwd, os.fsdecode, os.getpid
-    forbidden_events, prefixes, modules = _FORBIDDEN_EVENTS, _FORBIDDEN_PREFIXES, FORBIDDEN_MODULES
-    write_events, read_events, deny_read, write_flags = _WRITE_EVENTS, _READ_EVENTS, _DENY_READ, _WRITE_FLAGS
+def _install_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, list[int]]:
+    """Install the audit hook and the extension-loading audit; returns ``(fingerprint,
+    heartbeat box)``. Everything is built privately (see :func:`_private`)."""
+    import _imp
+    import posix
+
+    loading = [False]  # true while a C extension module is being created (see _loader)
+    gen = _private(_loader)(_imp.create_dynamic, _imp.create_builtin, sys.audit, types.SimpleNamespace, loading)
+    next(gen)
+    encode = _private_encoder()
+    tables = (
+        frozenset(_FORBIDDEN_EVENTS), tuple(_FORBIDDEN_PREFIXES), frozenset(FORBIDDEN_MODULES), dict(_WRITE_EVENTS),
+        dict(_READ_EVENTS), tuple(_DENY_READ), int(_WRITE_FLAGS), hookguard.HEARTBEAT_EVENT, int(limits.MAX_EVENT_CHARS),
+        frozenset(_FRAME_ATTRS),
+    )
+    hook, beat = _private(_hook_factory)(
+        posix.write, posix._exit, encode, resp_w, tmp, readable, tables, (posix.lstat, posix.readlink, posix.getcwd, posix.getpid),
+        gen, loading,
+    )
+    sys.addaudithook(hook)
+    fingerprint = _private(hookguard.make_fingerprint)(hook, types.FunctionType, types.CodeType, {})[0]
+    _imp.create_dynamic = _private(_create_dynamic)(gen)
+    _imp.create_builtin = _private(_create_builtin)(gen)
+    return fingerprint, beat
+
+
+def _loader(create_dynamic: Any, create_builtin: Any, audit: Any, namespace: Any, loading: list[bool]) -> Any:
+    """A generator holding the real ``_imp.create_dynamic``/``create_builtin``: each request is
+    audited (``spade.load_extension``, which the hook refuses for forbidden names) before it is
+    served. The originals live only in this generator's frame, and reading a generator's frame
+    (``gi_frame``) is an audit event the hook refuses for this one; while a module is being
+    created (when its initialisation may import, and so run code) no frame can be obtained at
+    all (``loading``)."""
+    request = yield None
+    while True:
+        try:
+            kind, name, origin, file = request
+            if type(name) is not str or type(origin) is not str:
+                raise ImportError("extension module name and origin must be str")
+            audit("spade.load_extension", name, origin)
+            spec = namespace(name=name, origin=origin)
+            loading[0] = True
+            try:
+                if kind == "builtin":
+                    out = create_builtin(spec)
+                elif file is None:
+                    out = create_dynamic(spec)
+                else:
+                    out = create_dynamic(spec, file)
+            finally:
+                loading[0] = False
+            request = yield (True, out)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the importer
+            request = yield (False, exc)
+
+
+def _create_dynamic(gen: Any) -> Any:
+    def create_dynamic(spec: Any, file: Any = None) -> Any:
+        ok, out = gen.send(("dynamic", spec.name, spec.origin, file))
+        if not ok:
+            raise out
+        return out
+
+    return create_dynamic
+
+
+def _create_builtin(gen: Any) -> Any:
+    def create_builtin(spec: Any) -> Any:
+        ok, out = gen.send(("builtin", spec.name, "", None))
+        if not ok:
+            raise out
+        return out
+
+    return create_builtin
+
+
+def _hook_factory(
+    write: Any, exit_: Any, encode: Any, resp_w: int, tmp: str, readable: tuple[str, ...], tables: tuple[Any, ...],
+    posix_fns: tuple[Any, ...], gen: Any, loading: list[bool],
+) -> tuple[Any, list[int]]:
+    """The audit hook and the list its heartbeat is stored in (see hookguard.py). Run as a
+    private clone: every name it uses is an argument or a local. It never calls a method of an
+    object an environment made (arguments are looked at only when they are exact str, bytes or
+    int), so no environment code runs inside it."""
+    forbidden_events, prefixes, modules, write_events, read_events, deny_read, write_flags, heartbeat, max_event, frame_attrs = tables
+    lstat, readlink, getcwd, getpid = posix_fns
+    beat = [0]
     allowed_write = (tmp, "/dev/null")
+
+    def clean(s: str) -> str:
+        return s.encode("utf-8", "replace").decode("utf-8")
 
     def die(event: str, detail: str) -> None:
         try:
-            write(resp_w, encode({"op": "forbidden", "event": event[:max_event], "detail": detail[:300]}))
+            write(resp_w, encode({"op": "forbidden", "event": clean(event[:max_event]), "detail": clean(detail[:300])}))
         finally:
-            exit_(FORBIDDEN_EXIT)
+            exit_(86)
+
+    def realpath(path: str) -> str:
+        done, links = "", 0
+        todo = path.split("/")
+        todo.reverse()
+        while todo:
+            name = todo.pop()
+            if name == "" or name == ".":
+                continue
+            if name == "..":
+                done = done.rpartition("/")[0]
+                continue
+            cand = done + "/" + name
+            try:
+                mode = lstat(cand).st_mode
+            except OSError:
+                done = cand
+                continue
+            if mode & 0o170000 != 0o120000:
+                done = cand
+                continue
+            links += 1
+            if links > 40:
+                return "?"
+            target = readlink(cand)
+            if target.startswith("/"):
+                done = ""
+            parts = target.split("/")
+            parts.reverse()
+            todo.extend(parts)
+        return done or "/"
 
     def resolve(path: Any) -> str | None:
-        if isinstance(path, int) or path is None:
+        t = type(path)
+        if t is str:
+            p = path
+        elif t is bytes:
+            p = path.decode("utf-8", "surrogateescape")
+        else:  # a descriptor, None, or an object of its own (not looked into: its code would run here)
             return None
         try:
-            p = fsdecode(path)
-            return realpath(p if p.startswith("/") else join(getcwd(), p))
-        except Exception:  # noqa: BLE001
+            return realpath(p if p.startswith("/") else getcwd() + "/" + p)
+        except Exception:  # noqa: BLE001 - a NUL byte, a loop...
             return "?"
 
     def check_write(event: str, path: Any) -> None:
@@ -546,24 +923,40 @@ def _make_hook(resp_w: int, tmp: str, readable: tuple[str, ...]) -> tuple[Any, l
             if part.isdigit() and int(part) != getpid():
                 die(event, f"read of {p}")
 
+    def forbidden_name(name: str) -> bool:
+        return any(part in modules for part in name.split("."))
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "object.__getattr__":  # frames and code read (tracebacks, the fingerprint): allowed, and frequent
+            if len(args) > 1 and (args[0] is gen or (loading[0] and type(args[1]) is str and args[1] in frame_attrs)):
+                die(event, "a frame of the extension loader")
             return
         if event == heartbeat:
             beat[0] = args[0] if args and type(args[0]) is int else -1
         elif event in forbidden_events or event.startswith(prefixes):
             die(event, "")
+        elif event == "sys._getframe":
+            if loading[0]:
+                die(event, "a frame while an extension module is created")
         elif event == "object.__setattr__":
-            if len(args) > 1 and args[1] == "__code__":  # replacing a function's code (the hook's)
+            if len(args) > 1 and type(args[1]) is str and args[1] == "__code__":  # replacing a function's code
                 die(event, "set __code__")
         elif event == "import":
-            name = str(args[0])
-            if name.partition(".")[0] in modules:
+            name = args[0] if args else None
+            if type(name) is not str:
+                die(event, "import of a name that is not a str")
+            elif forbidden_name(name):
                 die(event, f"import {name}")
+        elif event == "spade.load_extension":
+            name, origin = (tuple(args) + ("", ""))[:2]
+            if type(name) is not str or type(origin) is not str:
+                die(event, "extension module")
+            elif forbidden_name(name) or origin.rpartition("/")[2].partition(".")[0] in modules:
+                die(event, f"extension module {name}")
         elif event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & write_flags
+            writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
+                type(flags) is int and flags & write_flags
             )
             if writing:
                 check_write(event, path)
@@ -592,30 +985,6 @@ def _error(seq: Any, kind: str, message: str, trace: str = "") -> dict[str, Any]
     }
 
 
-class _NoGuard:
-    """No audit hook in this task: nothing to vouch for."""
-
-    def check(self, seq: Any) -> dict[str, Any]:
-        return {"fp": "", "beat": seq if isinstance(seq, int) else -1}
-
-
-class _Guard:
-    """The audit hook's fingerprint and heartbeat, sent with every frame (see hookguard.py)."""
-
-    def __init__(self, hook: Any, beat: list[int]) -> None:
-        self.guard, self.beat = hookguard.HookGuard(hook), beat
-        self.audit, self.event = sys.audit, hookguard.HEARTBEAT_EVENT
-
-    @property
-    def hook(self) -> Any:
-        return self.guard.hook
-
-    def check(self, seq: Any) -> dict[str, Any]:
-        n = seq if isinstance(seq, int) else -1
-        self.audit(self.event, n)
-        return {"fp": self.guard.fingerprint(), "beat": self.beat[0]}
-
-
 def _tname(x: Any) -> str:
     try:
         return type(x).__name__[:80]
@@ -624,13 +993,14 @@ def _tname(x: Any) -> str:
 
 
 def _describe(exc: BaseException) -> tuple[str, str]:
+    """An exception's message and traceback as valid text (a lone surrogate replaced)."""
     try:
-        text = str(exc)[:500]
+        text = _clean_text(str(exc)[:500])
     except Exception:  # noqa: BLE001
         text = "<unprintable>"
     try:
         lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        trace = "".join(lines[-12:])
+        trace = _clean_text("".join(lines[-12:]))
     except Exception:  # noqa: BLE001
         trace = ""
     return f"{_tname(exc)}: {text}" if text else _tname(exc), trace
@@ -693,7 +1063,7 @@ class _TaskRunner:
                         "methods": [m[:name_max] for m in methods[: limits.MAX_METHODS]],
                     }
                 )
-        return {"syntax_error": None, "classes": classes, "forbidden": _static_screen(tree)}
+        return {"syntax_error": None, "classes": classes, "forbidden": _static_screen(tree), "hidden_draws": _hidden_draws(tree)}
 
     def op_load(self, cmd: dict[str, Any]) -> dict[str, Any]:
         name = str(cmd.get("class_name") or "")
@@ -745,7 +1115,10 @@ class _TaskRunner:
             return n if n is not None and 0 <= n <= 2**31 else None
 
         designed = self.designed_max_turns
-        return {"iid": iid, "designed_max_turns": small(designed) or None, "max_turns": small(_turns_of(env))}
+        return {
+            "iid": iid, "designed_max_turns": small(designed) or None, "max_turns": small(_turns_of(env)),
+            "spaces": _spaces_of(env) if self.contract == "gymnasium" else None,
+        }
 
     def _env(self, cmd: dict[str, Any]) -> Any:
         env = self.envs.get(cmd.get("iid"))  # type: ignore[arg-type]
@@ -803,17 +1176,6 @@ class _TaskRunner:
             return {"kind": "bad", "bad": "solution() must return a list of action strings or a text"}
         return {"kind": "bad", "bad": f"solution() returned {_tname(sol)}"}
 
-    def op_check_env(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        env = self._instance(cmd.get("max_turns"))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                check_env(env, skip_render_check=True)
-            except (AssertionError, gymnasium.error.Error) as exc:
-                return {"passed": False, "message": _describe(exc)[0][: limits.MAX_CHECK_MESSAGE]}
-        warns = [_clean_text(str(w.message))[: limits.MAX_WARNING_CHARS] for w in caught[: limits.MAX_WARNINGS]]
-        return {"passed": True, "warnings": warns}
-
     def op_close(self, cmd: dict[str, Any]) -> dict[str, Any]:
         env = self.envs.pop(cmd.get("iid"), None)  # type: ignore[arg-type]
         close = getattr(env, "close", None)
@@ -860,6 +1222,22 @@ def _cap_turns(raw: Any, budget: int | None) -> int | None:
     if hasattr(raw, "max_turns"):
         raw.max_turns = budget
     return None
+
+
+def _spaces_of(env: Any) -> dict[str, Any]:
+    """A gymnasium environment's declared Text spaces as data (the engine rebuilds them and runs
+    gymnasium's checker on its side): max and min length, and the charset when it is small."""
+    out = {}
+    for name in ("observation_space", "action_space"):
+        space = getattr(env, name, None)
+        charset = getattr(space, "characters", None)
+        chars = "".join(sorted(c for c in charset if type(c) is str)) if isinstance(charset, (frozenset, set, str)) else None
+        small = chars if chars is not None and len(chars) <= limits.MAX_CHARSET_CHARS else None
+        out[name] = {
+            "max_length": int(getattr(space, "max_length", 0) or 0), "min_length": int(getattr(space, "min_length", 0) or 0),
+            "charset": _clean_text(small) if small is not None else None,
+        }
+    return out
 
 
 def _turns_of(env: Any) -> int | None:
@@ -939,23 +1317,62 @@ def _json_safe(x: Any, depth: int, budget: list[int]) -> Any:
     return f"<{_tname(x)}>"
 
 
+#: calls that make a number no player can work out from what a puzzle shows: a generator seeded
+#: with values of its own, hashes and checksums
+_HIDDEN_CALLS = frozenset({"Random", "seed", "default_rng", "RandomState", "hash", "crc32", "adler32"})
+_HIDDEN_MODULES = frozenset({"hashlib", "zlib", "binascii", "secrets", "uuid"})
+_SCAFFOLD_BASE = "TextGame"  # the engine's base class (textgame.py), inlined before a scaffolded game
+
+
+def _hidden_draws(tree: ast.AST) -> list[dict[str, Any]]:
+    """Calls inside a class that would let an answer be a hidden pseudo-random function of the
+    values a question shows (``random.Random(a * b)``, ``hash((a, b))``, ``hashlib.md5(...)``...):
+    the validator refuses them in a puzzle, whose setup(rng) may draw only from ``rng``."""
+    found: list[dict[str, Any]] = []
+    own = [c for c in getattr(tree, "body", []) if isinstance(c, ast.ClassDef) and c.name != _SCAFFOLD_BASE]
+    for cls in own:  # the environment's own classes (not the engine's TextGame, when it is inlined)
+        for node in ast.walk(cls):
+            if not isinstance(node, ast.Call):
+                continue
+            f, what = node.func, None
+            if isinstance(f, ast.Name) and f.id in _HIDDEN_CALLS:
+                what = f"{f.id}(...)"
+            elif isinstance(f, ast.Attribute):
+                base = f.value
+                root = base
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in _HIDDEN_MODULES:
+                    what = f"{root.id}.{f.attr}(...)"
+                elif f.attr in _HIDDEN_CALLS:
+                    what = f"{ast.unparse(base)[:60]}.{f.attr}(...)"
+            if what:
+                found.append({"lineno": getattr(node, "lineno", None), "what": what})
+    return found[: limits.MAX_FINDINGS]
+
+
+def _forbidden_name(name: str) -> bool:
+    """Is any part of a dotted module name forbidden (``x._posixsubprocess`` as well)?"""
+    return any(part in FORBIDDEN_MODULES for part in name.split("."))
+
+
 def _static_screen(tree: ast.AST) -> list[dict[str, Any]]:
     """Obviously forbidden constructs, found without running anything."""
     found: list[dict[str, Any]] = []
     for node in ast.walk(tree):
         what = None
         if isinstance(node, ast.Import):
-            bad = [a.name for a in node.names if a.name.partition(".")[0] in FORBIDDEN_MODULES]
+            bad = [a.name for a in node.names if _forbidden_name(a.name)]
             what = f"import {', '.join(bad)}" if bad else None
         elif isinstance(node, ast.ImportFrom):
-            if node.module and node.module.partition(".")[0] in FORBIDDEN_MODULES:
+            if node.module and _forbidden_name(node.module):
                 what = f"from {node.module} import ..."
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
             if node.attr in _STATIC_OS_CALLS:
                 what = f"os.{node.attr}"
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
             if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                if node.args[0].value.partition(".")[0] in FORBIDDEN_MODULES:
+                if _forbidden_name(node.args[0].value):
                     what = f"__import__({node.args[0].value!r})"
         if what:
             found.append({"lineno": getattr(node, "lineno", None), "what": what})

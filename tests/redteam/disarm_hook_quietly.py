@@ -1,4 +1,7 @@
-# expect: forbidden
+# expect: valid
+# Round 3: the hook and its fingerprint are out of reach of the environment's frames, so the
+# walk below finds nothing, nothing is disarmed and the environment, which then behaves, is valid.
+# Before round 3 (the verdict then: forbidden):
 # Disarms the audit hook and then behaves: nothing forbidden is attempted, but the next reply
 # carries a changed hook fingerprint, which the engine treats as an anomaly.
 import random
@@ -11,6 +14,8 @@ def disarm():
         f = e.__traceback__.tb_frame
     while f is not None and "guard" not in f.f_locals:
         f = f.f_back
+    if f is None:  # since round 3 no frame of this thread leads to the hook (it lives in the I/O thread)
+        return
     hook = f.f_locals["guard"].hook
     for cell in hook.__closure__:
         if isinstance(cell.cell_contents, frozenset):

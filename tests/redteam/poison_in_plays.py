@@ -15,9 +15,9 @@ class PoisonPlaysEnv:
         return "Say %d as \\boxed{n}." % self.n, {}
 
     def step(self, action):
-        if RESETS[0] == 1:  # a step right after the first reset: a play (validation resets twice first)
-            __main__._wire_reward = lambda x: {"v": "won"}
         ok = action.strip() == "\\boxed{%d}" % self.n
+        if RESETS[0] == 1 and not ok:  # a wrong step right after the first reset: a play (validation resets
+            __main__._wire_reward = lambda x: {"v": "won"}  # many times first; its fresh replay task steps right)
         return ("ok" if ok else "no"), (1.0 if ok else 0.0), True, False, {}
 
     def solution(self):

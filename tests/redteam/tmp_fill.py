@@ -8,9 +8,8 @@ FILLED = [False]
 
 
 def fill():
-    st = os.statvfs("/tmp")
-    if st.f_bfree < 0.9 * st.f_blocks or os.listdir("/tmp"):
-        raise RuntimeError(f"LEAK: /tmp is not fresh ({os.listdir('/tmp')[:5]}, {st.f_bfree}/{st.f_blocks} blocks free)")
+    if os.listdir("/tmp"):  # (statvfs, which showed the free blocks, fails in the sandbox since round 3)
+        raise RuntimeError(f"LEAK: /tmp is not fresh ({os.listdir('/tmp')[:5]})")
     chunk = b"\0" * (1 << 20)
     with open("/tmp/spade_fill", "wb") as f:
         try:

@@ -28,6 +28,7 @@ dead-letter topic once and skipped.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -41,6 +42,7 @@ from ..codec import decode_envelope, encode_envelope
 from ..envelope import Envelope, utc_now
 from ..errors import EventLogError, MalformedEvent, RunNotFound
 from ..log import Cursor, DeadLetter, Record
+from ..sizes import KAFKA_REQUEST_BYTES, MAX_EVENT_BYTES
 from .topics import (
     _TOPIC_CONFIG,
     H_ID,
@@ -60,6 +62,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .group import KafkaGroupConsumer
 
 __all__ = ["KafkaEventLog", "list_kafka_runs", "topic_for", "dlq_topic_for", "TOPIC_PREFIX"]
+
+log = logging.getLogger("spade_engine.events")
 
 class KafkaEventLog:
     """:class:`~spade_engine.events.log.EventLog` on a Kafka topic per run.
@@ -96,6 +100,8 @@ class KafkaEventLog:
         self._index: dict[str, tuple[int, int, str]] = {}
         self._scanned: Cursor = {}
         self._dead_positions: set[tuple[int, int]] | None = None
+        #: the largest record the run's topic takes (max.message.bytes, raised on open where allowed)
+        self.max_event_bytes = MAX_EVENT_BYTES
         self._admin = admin_client(bootstrap, connect_timeout_s)
         try:
             self._ensure_topics(create, partitions)
@@ -130,6 +136,33 @@ class KafkaEventLog:
             raise broker_error(self.bootstrap, exc, f"opening topic {self.topic}") from None
         self.partitions = sorted(p["partition_index"] for p in described[self.topic]["partitions"])
         self._tps = [TopicPartition(self.topic, p) for p in self.partitions]
+        self._ensure_record_size()
+
+    def _ensure_record_size(self) -> None:
+        """Raise the run's topics' ``max.message.bytes`` to :data:`MAX_EVENT_BYTES` (topics made
+        by older engines have the broker's default, about 1 MiB); where the broker does not let
+        us, remember the topic's own limit so that a larger event gets a clear error."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        for topic in (self.topic, self.dlq_topic):
+            try:
+                found = self._admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+                entry = found.get("topic", {}).get(topic, {}).get("max.message.bytes", {})
+                current = int(entry.get("value") or 0)
+            except (KafkaError, ValueError, AttributeError, TypeError) as exc:
+                log.warning("could not read %s's max.message.bytes: %s", topic, exc)
+                continue
+            if current >= MAX_EVENT_BYTES:
+                continue
+            try:
+                self._admin.alter_configs(
+                    [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"max.message.bytes": str(MAX_EVENT_BYTES)})],
+                    incremental=True,
+                )
+            except KafkaError as exc:
+                log.warning("could not raise %s's max.message.bytes from %d to %d: %s", topic, current, MAX_EVENT_BYTES, exc)
+                if topic == self.topic and current > 0:
+                    self.max_event_bytes = current
 
     # -- clients -------------------------------------------------------------------------------
 
@@ -157,7 +190,7 @@ class KafkaEventLog:
                 enable_idempotence=True,
                 linger_ms=5,
                 batch_size=256 * 1024,
-                max_request_size=8 * 1024 * 1024,
+                max_request_size=KAFKA_REQUEST_BYTES,  # one event of MAX_EVENT_BYTES (sizes.py)
                 delivery_timeout_ms=120000,
                 bootstrap_timeout_ms=int(self.connect_timeout_s * 1000),
                 client_id="spade-engine-producer",
@@ -187,6 +220,14 @@ class KafkaEventLog:
             items.append((env, encode_envelope(env)))
         return self._send(items)
 
+    def _check_size(self, env: Envelope, raw: bytes) -> None:
+        if len(raw) > self.max_event_bytes:
+            raise EventLogError(
+                f"event {env.event_id} ({env.type}) is {len(raw):,} bytes, over the {self.max_event_bytes:,} bytes topic "
+                f"{self.topic} takes (max.message.bytes); raise it with kafka-configs --alter --entity-type topics "
+                f"--entity-name {self.topic} --add-config max.message.bytes={MAX_EVENT_BYTES}"
+            )
+
     def append_raw(self, items: Iterable[tuple[Envelope, bytes]]) -> int:
         """Append envelopes with their already-encoded bytes (import keeps bytes exactly)."""
         checked = []
@@ -211,6 +252,7 @@ class KafkaEventLog:
                 for env, raw in items:
                     if env.event_id in self._index or env.event_id in batch:
                         continue
+                    self._check_size(env, raw)
                     batch.add(env.event_id)
                     fut = producer.send(self.topic, key=env.key.encode(), value=raw, headers=self.headers_for(env))
                     sent.append((env, fut))

@@ -11,6 +11,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from ..errors import EventLogError, RunNotFound
+from ..sizes import MAX_EVENT_BYTES
 
 __all__ = [
     "TOPIC_PREFIX", "DLQ_SUFFIX", "H_TYPE", "H_VERSION", "H_ID", "topic_for", "dlq_topic_for", "broker_error",
@@ -21,7 +22,9 @@ TOPIC_PREFIX = "spade."
 DLQ_SUFFIX = ".dlq"
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$")
 H_TYPE, H_VERSION, H_ID = "event_type", "schema_version", "event_id"
-_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+#: every topic of a run: kept for ever, and records up to MAX_EVENT_BYTES (the broker's default,
+#: message.max.bytes of about 1 MiB, stopped a run at its first large play)
+_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "max.message.bytes": str(MAX_EVENT_BYTES)}
 
 
 def topic_for(run_id: str) -> str:

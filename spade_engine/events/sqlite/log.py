@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..codec import encode_envelope
 from ..envelope import Envelope, utc_now
+from ...errors import SpadeError, disk_full, is_disk_full
 from ..errors import EventLogError, MalformedEvent
 from ..log import Cursor, DeadLetter, Record
 
@@ -118,8 +119,10 @@ class SqliteEventLog:
                 self._all_conns.append(conn)
         return conn
 
-    def _error(self, exc: sqlite3.DatabaseError) -> EventLogError:
+    def _error(self, exc: sqlite3.DatabaseError) -> SpadeError:
         msg = str(exc)
+        if is_disk_full(exc):
+            return disk_full(f"the event log {self.path}", exc)
         if "locked" in msg or "busy" in msg:
             return EventLogError(f"event log {self.path} is locked by another process ({msg})")
         if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
@@ -136,9 +139,22 @@ class SqliteEventLog:
 
         def __exit__(self, exc_type, exc, tb) -> None:
             if exc_type is None:
-                self.conn.execute("COMMIT")
-            else:
-                self.conn.execute("ROLLBACK")
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error:
+                    if self.conn.in_transaction:
+                        try:
+                            self.conn.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass
+                    raise
+            elif self.conn.in_transaction:
+                # SQLite has already rolled back after some errors (a full disk: SQLITE_FULL); a
+                # failing ROLLBACK must never hide the error that caused it
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
 
     def _write_txn(self, conn: sqlite3.Connection) -> "SqliteEventLog._Txn":
         return SqliteEventLog._Txn(conn)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import random
-import re
+from . import bounded_re as re
 
 from .kit import (
     Built,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-import re
+from . import bounded_re as re
 from collections.abc import Sequence
 
 from .kit import (

@@ -5,7 +5,7 @@ schemes and wordings, plus the observation solvers of the simulated agent."""
 from __future__ import annotations
 
 import math
-import re
+from . import bounded_re as re
 
 from .kit import (
     Built,

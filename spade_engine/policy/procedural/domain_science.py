@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import random
-import re
+from . import bounded_re as re
 
 from .kit import Built, EvalError, Family, Spec, backticked, chain_methods, eval_expr, fill, pick, reward_scheme, state_names
 

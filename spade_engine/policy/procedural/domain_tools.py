@@ -6,7 +6,7 @@ repeats the tool syntax, so the agent (which sees only the latest observation) k
 from __future__ import annotations
 
 import random
-import re
+from . import bounded_re as re
 
 from .kit import Built, Family, Spec, fill, pick, reward_scheme, step_reward
 from .domain_logic import vocabulary

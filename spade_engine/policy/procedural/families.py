@@ -22,7 +22,7 @@ simulated agent can act correctly with a probability set by its skill, see
 from __future__ import annotations
 
 import random
-import re
+from . import bounded_re as re
 
 from .domain_code import CODE_TRACE, SORT_SWAPS, STACK_MACHINE, STRING_OPS
 from .kit import Family, Spec, fill

@@ -19,7 +19,7 @@ validator rely on: ``def step(self, action):`` opening with ``self.turn_count +=
 from __future__ import annotations
 
 import random
-import re
+from . import bounded_re as re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 

@@ -24,7 +24,7 @@ run makes the same choices.
 from __future__ import annotations
 
 import random
-import re
+from . import bounded_re as re
 from collections.abc import Sequence
 from typing import Any
 

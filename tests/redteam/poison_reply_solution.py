@@ -1,13 +1,13 @@
 # expect: sandbox
-# Answers gymnasium's check with warnings that are not a list (len() of them used to raise in
-# the engine) and an extra field: the check_env reply schema refuses both.
+# Answers solution() with actions that are not a list and an extra field (gymnasium's check used to
+# be answered the same way; it now runs in the engine): the solution reply schema refuses both.
 import __main__
 import random
 
-__main__._TaskRunner.op_check_env = lambda self, cmd: {"passed": True, "warnings": 5, "extra": {"x": 1}}
+__main__._TaskRunner.op_solution = lambda self, cmd: {"kind": "actions", "actions": 5, "extra": {"x": 1}}
 
 
-class PoisonCheckEnv:
+class PoisonSolutionEnv:
     def reset(self, seed=None):
         self.n = random.Random(seed).randint(1, 9)
         return "Say %d as \\boxed{n}." % self.n, {}

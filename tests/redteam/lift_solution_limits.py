@@ -1,13 +1,13 @@
 # expect: sandbox
-# Lifts the limits on gymnasium's check result: a 100 000-character failure message and 500
-# warnings. The check_env reply schema refuses them.
+# Lifts the limits on solution()'s reply: 300 actions of 10 000 characters each. The solution
+# reply schema refuses them.
 import __main__
 import random
 
-__main__._TaskRunner.op_check_env = lambda self, cmd: {"passed": True, "message": "m" * 100_000, "warnings": ["w" * 5000] * 500}
+__main__._TaskRunner.op_solution = lambda self, cmd: {"kind": "actions", "actions": ["a" * 10_000] * 300}
 
 
-class BigCheckEnv:
+class BigSolutionEnv:
     def reset(self, seed=None):
         self.n = random.Random(seed).randint(1, 9)
         return "Say %d as \\boxed{n}." % self.n, {}
