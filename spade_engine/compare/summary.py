@@ -82,6 +82,8 @@ class TaskComparison:
     mcnemar_p: float | None
     k_a: int
     k_b: int
+    #: sum over the common items of (B's rate - A's rate) squared (pools tasks into one interval)
+    sq_sum: float = 0.0
 
     @property
     def label(self) -> str:
@@ -115,6 +117,17 @@ class AccuracyComparison:
     def micro_b(self) -> float | None:
         n = sum(t.items for t in self.tasks)
         return sum(t.accuracy_b * t.items for t in self.tasks) / n if n else None
+
+    def pooled(self) -> tuple[float, float, float, int]:
+        """``(delta, low, high, items)``: B's accuracy minus A's over every common item of every
+        task, with its paired 95% interval (normal approximation over the item differences)."""
+        n = sum(t.items for t in self.tasks)
+        if n == 0:
+            return 0.0, 0.0, 0.0, 0
+        mean = sum(t.delta * t.items for t in self.tasks) / n
+        var = (sum(t.sq_sum for t in self.tasks) - n * mean * mean) / (n - 1) if n > 1 else 0.0
+        half = _Z95 * math.sqrt(max(var, 0.0) / n)
+        return mean, mean - half, mean + half, n
 
 
 @dataclass
@@ -260,6 +273,7 @@ def paired_accuracy(log_a: EventLog, log_b: EventLog, *, version_a: str = "lates
             delta=mean, delta_low=mean - half, delta_high=mean + half,
             a_only=a_only, b_only=b_only, both=both, neither=n - a_only - b_only - both,
             mcnemar_p=mcnemar_p(a_only, b_only) if binary else None, k_a=ea[key].k, k_b=eb[key].k,
+            sq_sum=sum(d * d for d in diffs),
         ))
     if not tasks:
         raise CompareError(
