@@ -241,7 +241,7 @@ def main() -> None:
         print(line, flush=True)
 
     t0 = time.perf_counter()
-    from spade_engine.policy.registry import model_policy
+    from spade_engine.policy.choice import model_policy
 
     policy = model_policy(args.model, kind=args.policy, sections={"transformers": {"dtype": args.dtype}})
     from spade_engine.runs.progress import ModelActivity

@@ -7,6 +7,7 @@ The unit tests here need nothing; the Kafka ones start a real broker (marker ``k
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import msgspec
@@ -140,8 +141,14 @@ def test_the_issues_play_is_recorded_on_kafka_and_an_old_topic_is_raised(kafka_b
         admin.create_topics([NewTopic(f"spade.{run_id}", 1, 1, topic_configs={"retention.ms": "-1"})])
         log = KafkaEventLog(kafka_bootstrap, run_id, create=True)
         try:
-            cfg = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, log.topic)])
-            assert cfg["topic"][log.topic]["max.message.bytes"]["value"] == str(MAX_EVENT_BYTES)
+            # the broker applies an altered topic config asynchronously: poll it (bounded)
+            deadline, value = time.monotonic() + 20, None
+            while value != str(MAX_EVENT_BYTES) and time.monotonic() < deadline:
+                cfg = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, log.topic)])
+                value = cfg["topic"].get(log.topic, {}).get("max.message.bytes", {}).get("value")
+                if value != str(MAX_EVENT_BYTES):
+                    time.sleep(0.5)
+            assert value == str(MAX_EVENT_BYTES)
             play = big_play()
             small = fit_event(play, blobs)
             env = make_envelope(small, run_id=run_id, producer="t", event_id=str(uuid.uuid4()))

@@ -298,7 +298,7 @@ def test_the_llamacpp_policy_needs_lora_to_train():
 
 
 def test_start_picks_llamacpp_for_gguf_models_on_a_cpu():
-    from spade_engine.policy.registry import default_kind_for_model
+    from spade_engine.policy.choice import default_kind_for_model
 
     assert default_kind_for_model("qwen2.5-coder-0.5b-instruct", cuda=False) == "llamacpp"
     assert default_kind_for_model("/models/x.GGUF", cuda=False) == "llamacpp"

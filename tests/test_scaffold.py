@@ -138,8 +138,8 @@ def test_a_scaffold_run_records_inlined_games_shows_games_and_repairs_with_game_
     seeds = {k: p for k, p in props.items() if p["designer"].startswith("seed:")}
     shown = [k for k, p in seeds.items() if strip(p["code"]).strip() in first["prompt"]]
     assert shown and all(is_scaffolded(seeds[k]["code"]) for k in shown)
-    # the broken game fails on its solution and the repair names plan(), not solution()
-    assert not verdicts["abcdef-e00000"]["valid"] and verdicts["abcdef-e00000"]["failed_check"] == "solution"
+    # the broken game fails when its solution is replayed in a fresh process, and the repair names plan(), not solution()
+    assert not verdicts["abcdef-e00000"]["valid"] and verdicts["abcdef-e00000"]["failed_check"] == "replay"
     repair_req = next(r for r in policy.requests if r.role == "designer" and "repair" in r.context)
     feedback = repair_req.messages[-1]["content"].split("VERDICT", 1)[1]
     assert "plan()" in feedback and "reset()" not in feedback

@@ -103,7 +103,7 @@ def test_retrain_of_a_run_without_accepted_environments_is_a_clear_error(tmp_pat
 # One-turn environments a random byte-level model wins now and then (a reply with one of 15
 # symbols), so its groups of plays have reward variance to learn from; no probe or garbage action
 # of the validator (letters, digits, braces, unicode: sandbox/probes.py) contains such a
-# character. A reply cut by the token limit never reaches the environment (agent_length, reward
+# character, and a digit other than the environment's own loses. A reply cut by the token limit never reaches the environment (agent_length, reward
 # 0), and the random model seldom ends one by itself: the test stops each reply at its first
 # letter or digit, so most replies are sent (with the symbols written before it); about 1 in 12
 # wins, enough for groups with variance, whatever the prompt's exact tokens.
@@ -115,7 +115,9 @@ class Symbol{i}Env:
         return "{theme}: reply with text containing one of # $ % & * + ; < = > ? @ ^ | ~", {{}}
 
     def step(self, action):
-        ok = any(c in self.SYMBOLS for c in str(action))
+        text = str(action)  # a symbol, and no digit but the environment's own (so a wrong answer of
+        # the same shape, "#" and another digit, loses: the validator's replay check)
+        ok = any(c in self.SYMBOLS for c in text) and all(d == "{i}" for d in text if d.isdigit())
         return ("Correct." if ok else "Wrong."), (1.0 if ok else 0.0), True, False, {{}}
 
     def solution(self):

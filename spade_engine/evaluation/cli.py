@@ -39,7 +39,8 @@ def build_policy(
     ``kind``: the backend (default: as ``start --model`` picks it, llama.cpp for a GGUF model on
     a CPU, else transformers)."""
     from ..config import PolicyConfig
-    from ..policy.registry import default_kind_for_model, lookup, make_policy
+    from ..policy.choice import default_kind_for_model
+    from ..policy.registry import lookup, make_policy
 
     # ``--model procedural`` (a backend that needs no model) names that backend; any other model
     # runs on ``kind``

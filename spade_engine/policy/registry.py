@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "PolicyBackend", "BUILTIN", "register", "backend_names", "backend", "lookup", "backend_settings", "make_policy",
-    "ENTRY_POINT_GROUP", "default_kind_for_model", "model_policy",
+    "ENTRY_POINT_GROUP",
 ]
 
 ENTRY_POINT_GROUP = "spade_engine.policies"
@@ -167,34 +167,3 @@ def make_policy(cfg: "PolicyConfig", *, band: tuple[float, float] = (0.4, 0.6), 
         raise SpadeError(f"the {cfg.kind} policy needs a model (--model NAME_OR_PATH)")
     return b.build(cfg, band=band, data_dir=data_dir)
 
-
-def default_kind_for_model(model: str, *, cuda: bool | None = None) -> str:
-    """The backend a ``--model`` runs on when none is asked for: ``llamacpp`` for a GGUF model (a
-    catalogue name or a ``.gguf`` file) on a machine without a CUDA device, where llama.cpp reads
-    the quantised file five times faster than transformers reads its dequantised copy;
-    ``transformers`` for everything else (directories, hub ids, ``tiny``, and GPUs)."""
-    from ..models.catalogue import load_catalogue
-
-    gguf = model.lower().endswith(".gguf") or model in load_catalogue()
-    if not gguf:
-        return "transformers"
-    if cuda is None:
-        import torch
-
-        cuda = torch.cuda.is_available()
-    return "transformers" if cuda else "llamacpp"
-
-
-def model_policy(
-    model: str, *, kind: str | None = None, generation: dict[str, Any] | None = None,
-    sections: dict[str, Any] | None = None, data_dir: Any = None,
-) -> "Policy":
-    """The policy a ``--model`` spec runs on, as ``start --model`` builds it: ``kind`` (default
-    :func:`default_kind_for_model`), with ``[policy.generation]`` and backend ``sections`` given
-    as dicts (``{"llamacpp": {"parallel": 16}}``)."""
-    from ..config import PolicyConfig
-
-    cfg = PolicyConfig.model_validate({
-        "kind": kind or default_kind_for_model(model), "model": model, "generation": generation or {}, **(sections or {}),
-    })
-    return make_policy(cfg, data_dir=data_dir)

@@ -474,7 +474,7 @@ def retrain_command(
 
 def _policy_for(model: str) -> str:
     """The backend ``start --model`` uses when ``--policy`` is not given, said on stderr."""
-    from ..policy.registry import default_kind_for_model
+    from ..policy.choice import default_kind_for_model
 
     kind = default_kind_for_model(model)
     if kind == "llamacpp":

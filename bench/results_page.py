@@ -1,0 +1,63 @@
+"""Dated results pages under ``docs/results/``, written from a benchmark's own JSON.
+
+``write_results(kind, result, argv=...)`` writes ``docs/results/<date>-<kind>.json`` (the JSON
+line the benchmark printed, with the command, commit and machine added) and
+``docs/results/<date>-<kind>.md`` (a page: what was run, where, and the figures, rendered from
+that JSON by the benchmark's ``render`` function). Pages are never written by hand: rerun the
+benchmark with ``--report`` to replace them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results"
+
+
+def provenance(argv: list[str] | None = None) -> dict[str, Any]:
+    """The command, commit, date and machine of this run."""
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "", False
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem = 0.0
+    return {
+        "command": "python3 " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv)),
+        "commit": commit + ("+local changes" if dirty else ""),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.cpu_count()} CPUs, {mem:.0f} GiB RAM, {platform.machine()}, Python {platform.python_version()}",
+    }
+
+
+def write_results(kind: str, result: dict[str, Any], render: Callable[[dict[str, Any]], str], *,
+                  argv: list[str] | None = None, out: Path = RESULTS, extra_files: dict[str, bytes] | None = None) -> Path:
+    """Write the JSON and the page of one run; returns the page's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = {**result, "provenance": provenance(argv)}
+    stem = f"{data['provenance']['date']}-{kind}"
+    (out / f"{stem}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    for name, blob in (extra_files or {}).items():
+        (out / f"{stem}{name}").write_bytes(blob)
+    p = data["provenance"]
+    head = (f"# {kind} ({p['date']})\n\n"
+            f"- command: `{p['command']}`\n- commit: `{p['commit'] or 'unknown'}`\n- machine: {p['machine']}\n"
+            f"- data: [{stem}.json]({stem}.json)\n\n")
+    page = out / f"{stem}.md"
+    page.write_text(head + render(data).rstrip() + "\n")
+    return page
