@@ -195,6 +195,9 @@ class PolicyConfig(BaseModel):
 
     kind: str = "procedural"
     model: str | None = None
+    #: a second, frozen model for the designer role (same backend and settings): the trained model
+    #: plays the other roles (:mod:`spade_engine.policy.routed`); None = one model for every role
+    designer_model: str | None = None
     generation: GenerationConfig = GenerationConfig()
 
     @staticmethod
@@ -517,6 +520,11 @@ class EngineConfig(_Section):
 
     @model_validator(mode="after")
     def _llamacpp_trains_adapters(self) -> "EngineConfig":
+        if self.policy.designer_model and self.trainer.enabled and self.trainer.train_designer:
+            raise ValueError(
+                "policy.designer_model is a frozen model: its designer tokens are not the trained model's, "
+                "so set trainer.train_designer = false"
+            )
         if self.policy.kind == "llamacpp" and self.trainer.enabled and not self.trainer.lora:
             raise ValueError(
                 "the llamacpp policy serves trained weights as LoRA adapters on its GGUF model: "

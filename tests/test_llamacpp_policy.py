@@ -305,3 +305,49 @@ def test_start_picks_llamacpp_for_gguf_models_on_a_cpu():
     assert default_kind_for_model("qwen2.5-coder-0.5b-instruct", cuda=True) == "transformers"
     assert default_kind_for_model("tiny:3", cuda=False) == "transformers"
     assert default_kind_for_model("/some/hf-directory", cuda=False) == "transformers"
+
+
+def test_a_frozen_designer_model_writes_and_the_trained_one_plays(tmp_path, lib):
+    """``policy.designer_model``: designer requests go to the second model, every other role to
+    the trained one; a weight update reaches the trained model only; training the designer role on
+    the frozen model's tokens is refused."""
+    from spade_engine.config import PolicyConfig, load_config
+    from spade_engine.errors import ConfigError
+    from spade_engine.policy.lora_adapter import save_adapter_file
+    from spade_engine.policy.registry import make_policy
+
+    agent_file, designer_file = tmp_path / "agent.gguf", tmp_path / "designer.gguf"
+    agent_model = write_tiny_gguf(agent_file, arch="qwen2", seed=11)
+    write_tiny_gguf(designer_file, arch="qwen2", seed=12)
+    cache = {"SPADE_MODEL_CACHE": str(tmp_path / "cache")}
+    os.environ.update(cache)
+    try:
+        small = {"llamacpp": {"parallel": 2, "context_per_sequence": 256, "threads": 1}}
+        routed = make_policy(PolicyConfig.model_validate({"kind": "llamacpp", "model": str(agent_file),
+                                                          "designer_model": str(designer_file), **small}))
+        alone = {f: make_policy(PolicyConfig.model_validate({"kind": "llamacpp", "model": str(f), **small}))
+                 for f in (agent_file, designer_file)}
+        try:
+            reqs = [PolicyRequest(role=role, messages=[{"role": "user", "content": "the then"}], temperature=1.0, seed=5,
+                                  max_new_tokens=12) for role in ("designer", "agent", "hinter", "designer")]
+            out = routed.generate(reqs)
+            want = {f: alone[f].generate([reqs[0]])[0].completion_token_ids for f in alone}
+            assert want[agent_file] != want[designer_file]
+            assert [s.completion_token_ids for s in out] == [want[designer_file], want[agent_file], want[agent_file],
+                                                             want[designer_file]]
+            assert routed.describe()["designer"]["model"] == str(designer_file)
+            adapter = tmp_path / "adapter.safetensors"
+            save_adapter_file(_lora_model(agent_model, seed=3), adapter)
+            routed.load_version("v1", None, adapter=str(adapter))
+            again = routed.generate(reqs[:2])
+            assert routed.version == "v1" and again[0].completion_token_ids == want[designer_file]
+            assert again[1].completion_token_ids != want[agent_file]
+        finally:
+            routed.close()
+            for p in alone.values():
+                p.close()
+    finally:
+        os.environ.pop("SPADE_MODEL_CACHE", None)
+    with pytest.raises(ConfigError, match="train_designer = false"):
+        load_config(None, overrides={"policy.kind": "llamacpp", "policy.model": "a.gguf", "policy.designer_model": "b.gguf",
+                                     "trainer.enabled": True, "trainer.lora": True}, environ={})

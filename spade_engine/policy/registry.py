@@ -95,7 +95,7 @@ _registered: dict[str, PolicyBackend] = {}
 
 
 #: keys of ``[policy]`` that are not backend sections
-RESERVED = ("kind", "model", "generation")
+RESERVED = ("kind", "model", "designer_model", "generation")
 
 
 def register(backend: PolicyBackend) -> None:
@@ -165,5 +165,14 @@ def make_policy(cfg: "PolicyConfig", *, band: tuple[float, float] = (0.4, 0.6), 
     b = backend(cfg.kind)
     if b.needs_model and not cfg.model:
         raise SpadeError(f"the {cfg.kind} policy needs a model (--model NAME_OR_PATH)")
-    return b.build(cfg, band=band, data_dir=data_dir)
+    policy = b.build(cfg, band=band, data_dir=data_dir)
+    if cfg.designer_model:
+        from .routed import RoleRoutedPolicy
+
+        if not b.needs_model:
+            raise SpadeError(f"policy.designer_model needs a backend that runs models, not {cfg.kind}")
+        designer = b.build(cfg.model_copy(update={"model": cfg.designer_model, "designer_model": None}), band=band,
+                           data_dir=data_dir)
+        return RoleRoutedPolicy(policy, designer)  # type: ignore[return-value]
+    return policy
 
