@@ -110,7 +110,7 @@ def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[s
         "trainer.batch_groups": a.batch_groups, "trainer.learning_rate": a.lr, "trainer.device": "cpu",
         "trainer.micro_batch_size": a.micro_batch, "trainer.max_lag": 1, "trainer.train_designer": False,
         "trainer.reward_control": control,
-        "eval.every": a.eval_every, "eval.suites": ["reasoning-gym:" + ",".join(a.tasks)], "eval.size": a.eval_size,
+        "eval.every": a.eval_every or 1_000_000, "eval.suites": ["reasoning-gym:" + ",".join(a.tasks)], "eval.size": a.eval_size,
         "eval.seed": a.eval_seed, "eval.max_new_tokens": a.eval_max_new_tokens, "eval.batch_size": 32,
         "eval.base": base_eval,
         "sandbox.workers": 2,
@@ -333,7 +333,7 @@ def main() -> None:
         write_tiny_gguf(gguf, arch="qwen2", seed=0)
         os.environ["SPADE_MODEL_CACHE"] = str(Path(tmp.name) / "cache")
         a.model, a.tasks, a.pool_size, a.plays, a.batch_groups, a.updates = str(gguf), ["leg_counting"], 4, 2, 1, 1
-        a.max_new_tokens, a.eval_size, a.eval_max_new_tokens, a.minutes, a.parallel, a.lr = 4, 3, 4, 5.0, 4, 1e-3
+        a.max_new_tokens, a.eval_size, a.eval_max_new_tokens, a.minutes, a.parallel, a.lr = 4, 3, 4, 1.0, 4, 1e-3
     load_start = round(os.getloadavg()[0], 2)
     t_all = time.perf_counter()
     data = a.data_dir or Path(tmp.name) / "data"

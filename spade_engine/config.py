@@ -453,7 +453,7 @@ class TrainerConfig(_Section):
     max_grad_norm: float = Field(1.0, gt=0)
     weight_decay: float = Field(0.0, ge=0.0)
     precision: Literal["auto", "fp32", "bf16-mixed", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast with fp32 weights on a bf16-capable GPU, else fp32"
+        "auto", description="auto: bf16 autocast with fp32 weights on a bf16-capable GPU or a CPU with AVX512-BF16, else fp32"
     )
     device: str = "auto"
     temperature: float | None = Field(None, ge=0.0, description="sampling temperature to score with (None: policy's)")
