@@ -351,3 +351,53 @@ def test_a_frozen_designer_model_writes_and_the_trained_one_plays(tmp_path, lib)
     with pytest.raises(ConfigError, match="train_designer = false"):
         load_config(None, overrides={"policy.kind": "llamacpp", "policy.model": "a.gguf", "policy.designer_model": "b.gguf",
                                      "trainer.enabled": True, "trainer.lora": True}, environ={})
+
+
+def test_a_resumed_run_serves_the_adapter_of_its_last_policy_update(tmp_path, lib):
+    """A run whose log holds a PolicyUpdated with an adapter blob (as a killed run leaves it)
+    serves that version when it resumes: the engine loads it before its next environment, records
+    PolicyLoaded (served as an adapter, with the seconds it took) and proposes with it."""
+    from spade_engine.blobs import BlobStore
+    from spade_engine.config import load_config
+    from spade_engine.events.catalogue import PolicyUpdated
+    from spade_engine.events.codec import make_envelope
+    from spade_engine.events.store import DataDir, new_run_id, open_event_log
+    from spade_engine.policy.lora_adapter import ADAPTER_MEDIA_TYPE, save_adapter_file
+    from spade_engine.runs.engine import open_engine
+
+    gguf = tmp_path / "m.gguf"
+    model = write_tiny_gguf(gguf, arch="qwen2", seed=4)
+    os.environ["SPADE_MODEL_CACHE"] = str(tmp_path / "cache")
+    try:
+        data = tmp_path / "data"
+        cfg = load_config(overrides={
+            "seed": 1, "policy.kind": "llamacpp", "policy.model": str(gguf), "policy.llamacpp.parallel": 2,
+            "policy.llamacpp.context_per_sequence": 8192, "policy.llamacpp.threads": 1,
+            "policy.generation.designer.max_new_tokens": 16, "loop.max_envs": 1, "loop.max_repairs": 0,
+            "loop.seed_envs": "none",
+        }, environ={})
+        run_id = new_run_id()
+        with open_engine(cfg, run_id=run_id, data_dir=data, create=True, projections=False):
+            pass  # the run exists, as a killed one would
+        adapter = tmp_path / "adapter.safetensors"
+        save_adapter_file(_lora_model(model, seed=2), adapter)
+        ref = BlobStore(DataDir(data).blobs_dir).put_file(adapter, media_type=ADAPTER_MEDIA_TYPE)
+        log = open_event_log(run_id, data_dir=data)
+        try:
+            log.append([make_envelope(PolicyUpdated(version="v1", parent_version="v0", checkpoint=None, step=1,
+                                                    adapter=ref, base_model=str(gguf)), run_id=run_id, producer="trainer")])
+        finally:
+            log.close()
+        with open_engine(cfg, run_id=run_id, data_dir=data, create=False, projections=False) as opened:
+            opened.engine.run()
+            assert opened.engine.ctx.policy.version == "v1"
+        log = open_event_log(run_id, data_dir=data)
+        try:
+            loaded = [r.envelope.event() for r in log.read() if r.envelope.type == "PolicyLoaded"]
+            proposed = [r.envelope.event() for r in log.read() if r.envelope.type == "EnvironmentProposed"]
+        finally:
+            log.close()
+        assert [(e.version, e.served_as, e.policy_kind) for e in loaded] == [("v1", "adapter", "llamacpp")]
+        assert loaded[0].seconds > 0 and proposed and all(p.policy_version == "v1" for p in proposed)
+    finally:
+        os.environ.pop("SPADE_MODEL_CACHE", None)
