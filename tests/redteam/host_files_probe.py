@@ -1,8 +1,10 @@
-# expect: valid
-# Looks for host files it could read and hand back in an observation: the checkout (found from
-# the worker script's path), /sys, the kernel command line, /etc, data directories, other
-# processes (homes are the audit hook's too: see read_home.py). It raises if any is readable;
-# in the minimal root none is there.
+# expect: forbidden
+# Looks for host files it could read and hand back in an observation: /sys, the kernel command
+# line, /etc, data directories, other processes (homes are the audit hook's too: see read_home.py),
+# then the checkout (found from the worker script's path). Anything readable in the first group is
+# a leak of the minimal root and raises at once (a crash verdict, which fails the test); reading the
+# checkout is forbidden by the audit hook wherever the checkout lies (under /home or not), so the
+# verdict does not depend on where the project was cloned.
 import os
 import random
 
@@ -23,17 +25,19 @@ def probe():
                  "/var", "/srv", "/data", "/mnt", "/opt", "/boot", "/usr/share", "/usr/bin"):
         if readable(path):
             found.append(path)
+    other = [p for p in os.listdir("/proc") if p.isdigit() and p not in ("1", str(os.getpid()))]
+    if other:
+        found.append(f"/proc/{other[0]} (other processes)")
+    if found:
+        raise RuntimeError("LEAK: readable host files: " + ", ".join(found))
     import __main__  # the worker script, which lives inside the checkout
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(__main__.__file__)))
     for rel in ("pyproject.toml", "README.md", "spade.toml", ".git", "tests", "spade_engine/config.py", "spade_engine/engine"):
         if readable(os.path.join(root, rel)):
             found.append(os.path.join(root, rel))
-    other = [p for p in os.listdir("/proc") if p.isdigit() and p not in ("1", str(os.getpid()))]
-    if other:
-        found.append(f"/proc/{other[0]} (other processes)")
     if found:
-        raise RuntimeError("LEAK: readable host files: " + ", ".join(found))
+        raise RuntimeError("LEAK: readable checkout files: " + ", ".join(found))
 
 
 class HostProbeEnv:
