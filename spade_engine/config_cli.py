@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .cli_app import command_group
 from . import textout
 from .cli_common import BackendOpt, BootstrapOpt, DataDirOpt, handle_errors, open_run, out
 from .config import resolve_config
@@ -22,7 +23,7 @@ from .errors import ConfigError
 
 __all__ = ["app", "show", "parse_assignments"]
 
-app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
+app = command_group(help="Inspect the configuration.", no_args_is_help=True)
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

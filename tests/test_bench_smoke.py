@@ -51,6 +51,8 @@ CASES = {
     "selfplay_vs_fixed": (["--smoke"], ["arm_a_accuracy", "arm_b_accuracy", "arm_c_accuracy", "delta_a_c", "delta_b_c",
                                         "delta_a_b", "arm_a_updates", "arm_b_updates", "arm_a_completion_tokens",
                                         "arm_b_completion_tokens", "load_average_start", "updates_matched"]),
+    "startup": (["--reps", "1"], ["version_s", "help_s", "status_help_s", "start_help_s", "baseline_python_s",
+                                   "baseline_all_imports_s", "help_speedup"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
                           "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
 }

@@ -12,13 +12,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..cli_app import command_group
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run
 from ..errors import SpadeError
 from ..textout import aside, is_terminal, note, plain, print_json, say, table, write_exact
 from ..events.store import DataDir, resolve_data_dir
 from .db import ARCHIVE_FILENAME, ArchiveError, make_engine, migrate, resolve_url, safe_url, schema_revision
 
-app = typer.Typer(help="Query and audit the environment archive of a run.", no_args_is_help=True)
+app = command_group(help="Query and audit the environment archive of a run.", no_args_is_help=True)
 
 UrlOpt = Annotated[
     Optional[str],

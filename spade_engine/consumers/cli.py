@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..cli_app import command_group
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, bootstrap_or_env, handle_errors, open_run
 from ..textout import aside, note, print_json, table
 from ..errors import SpadeError
@@ -17,7 +18,7 @@ from ..events.store import DataDir, resolve_data_dir
 from .runner import EmbeddedRunner
 from .stats import SNAPSHOT_NAME, RunStatsProjection, load_summary
 
-app = typer.Typer(help="Run the projections (read models) of a run's event log.", no_args_is_help=True)
+app = command_group(help="Run the projections (read models) of a run's event log.", no_args_is_help=True)
 
 DriverOpt = Annotated[
     str,

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.text import Text
 
+from ..cli_app import command_group
 from ..cli_common import (
     BackendOpt,
     BootstrapOpt,
@@ -30,7 +31,7 @@ from .jsonl import DEFAULT_MAX_EVENT_BYTES, ImportFailed, export_jsonl, parse_js
 from .log import Record
 from .store import resolve_data_dir
 
-app = typer.Typer(help="Inspect and move a run's event log.", no_args_is_help=True)
+app = command_group(help="Inspect and move a run's event log.", no_args_is_help=True)
 
 
 def summarize(rec: Record) -> str:

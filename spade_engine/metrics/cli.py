@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
+from ..cli_app import command_group
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run
 from ..textout import note
 
-app = typer.Typer(help="Export a run's metrics to other tools.", no_args_is_help=True)
+app = command_group(help="Export a run's metrics to other tools.", no_args_is_help=True)
 
 
 @app.command("tensorboard")

