@@ -118,7 +118,7 @@ def list_cmd(
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """List a run's environments, filtered by skill, verdict and plain win-rate band.
@@ -158,7 +158,7 @@ def show_cmd(
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Show one environment: code, verdict and why, novelty, hint, plays, lineage, offsets.
@@ -217,7 +217,7 @@ def search_cmd(
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Search environments by text (embedding similarity) and/or filters.
@@ -272,7 +272,7 @@ def export_cmd(
     refresh: RefreshOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Export a run's environments, plays or turns as a table: Apache Parquet (pyarrow) or JSON
@@ -308,7 +308,7 @@ def migrate_cmd(
     run: RunArg = None,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Upgrade an archive database of an older schema version to the current one."""
@@ -339,7 +339,7 @@ def replay_cmd(
     archive_url: Annotated[Optional[str], typer.Option("--archive-url", help="Empty database for the rebuilt archive (default: sqlite in DIR).", show_default=False)] = None,
     as_json: JsonOpt = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
     retrain: Annotated[bool, typer.Option("--retrain", help="Instead: train --model on this run's environments, in order, as a new linked run.")] = False,
     model: Annotated[Optional[str], typer.Option("--model", help="With --retrain: the model to train (path, hub id, tiny[:SEED]).", show_default=False)] = None,

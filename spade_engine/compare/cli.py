@@ -87,7 +87,7 @@ def compare_command(
     html_out: Annotated[Optional[Path], typer.Option("--html", help="Also write the comparison as a self-contained HTML page (plotly, offline).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Compare two runs: held-out accuracy per task (EvaluationCompleted of each run's chosen

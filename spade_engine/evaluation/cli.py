@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, console, handle_errors, open_run
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, console, handle_errors, locate, new_run_place, open_run
 from ..textout import aside, note, plain, print_json, table
 from ..errors import ConfigError
 
@@ -149,7 +149,7 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Score a policy on held-out suites: accuracy per task with a 95% Wilson interval, greedy or
@@ -165,9 +165,11 @@ def eval_command(
     from .runner import EvalSettings, evaluate, policy_info
     from .suites import archive_tasks, parse_suite, reasoning_gym_tasks
 
-    b = check_backend(backend)
-    boot = bootstrap_or_env(bootstrap)
     root = resolve_data_dir(data_dir)
+    b, boot = new_run_place(backend, bootstrap)  # where results go without a run
+    if run is not None:  # the evaluated run's log, where its data directory remembers it lives
+        where = locate(run, root, backend, bootstrap)
+        b, boot = where.backend, where.bootstrap
     specs = [parse_suite(s) for s in suites]
     if model is None and run is None:
         raise ConfigError("give a policy: --model M, or --run R [--version V]")

@@ -17,9 +17,8 @@ from ..cli_common import (
     BootstrapOpt,
     DataDirOpt,
     RunArg,
-    bootstrap_or_env,
-    check_backend,
     handle_errors,
+    new_run_place,
     open_run,
 )
 from ..errors import SpadeError
@@ -108,7 +107,7 @@ def tail(
     type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only these event types.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the canonical JSON envelopes, one per line.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Show the last events of a run, one line each, and with --follow keep showing new ones."""
@@ -122,6 +121,10 @@ def tail(
             if wanted and rec.envelope.type not in wanted:
                 continue
             recent.append(rec)
+        if len(end) > 1:
+            # several partitions (Kafka) are read one after another: the newest events of the run
+            # are the latest by time across them (stable: each partition keeps its own order)
+            recent.sort(key=lambda r: r.envelope.occurred_at)
         for rec in recent[-lines:] if lines > 0 else []:
             _print_record(rec, as_json)
         if follow:
@@ -141,7 +144,7 @@ def count(
     run: RunArg = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Count a run's events by type (a table on a terminal, TSV in a pipe). On Kafka every record
@@ -175,7 +178,7 @@ def export(
     run: RunArg = None,
     out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here instead of standard output.")] = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Export a run as JSON Lines (one canonical envelope per line) to stdout or --out FILE."""
@@ -206,7 +209,7 @@ def import_(
                           help="Refuse a line (one event) longer than this many bytes.")
     ] = DEFAULT_MAX_EVENT_BYTES,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Import JSON Lines envelopes into their runs' logs: every run of the file or none (unless
@@ -215,7 +218,7 @@ def import_(
     Events already in the log (same event_id, same content) are skipped, so importing twice is
     harmless; the same event_id with other content is an error naming the line.
     """
-    b = check_backend(backend)
+    b, boot = new_run_place(backend, bootstrap)
     root = resolve_data_dir(data_dir)
     if file == "-":
         report = parse_jsonl(sys.stdin.buffer, max_event_bytes=max_event_bytes)
@@ -235,7 +238,7 @@ def import_(
         note(f"run {r.run_id}{created}: {r.new} new events ({r.events - r.new} already present)")
 
     apply_import(
-        report, backend=b, data_dir=root, bootstrap=bootstrap_or_env(bootstrap), skip_invalid=skip_invalid,
+        report, backend=b, data_dir=root, bootstrap=boot, skip_invalid=skip_invalid,
         source=str(file), on_run=done,
     )
     if report.repeats:
@@ -281,7 +284,7 @@ def dead_letters(
     run: RunArg = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per dead letter and line.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """List input that could not be decoded, with the reason it was rejected and where it came

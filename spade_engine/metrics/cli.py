@@ -20,7 +20,7 @@ def tensorboard_cmd(
     run: RunArg = None,
     logdir: Annotated[Path, typer.Option("--logdir", "-o", help="TensorBoard log directory (the run gets a folder in it).")] = Path("tensorboard"),
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Write a run's metrics as TensorBoard event files into LOGDIR/<run_id>/: per environment
