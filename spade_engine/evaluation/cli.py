@@ -65,7 +65,10 @@ def _run_model(log: Any) -> str:
     cfg = recorded_config_or_default(log)
     if backend(cfg.policy.kind).needs_model and cfg.policy.model:
         return cfg.policy.model
-    raise ConfigError(f"run {log.run_id} records no model to evaluate (a {cfg.policy.kind} policy): pass --model")
+    raise ConfigError(
+        f"run {log.run_id} records no model to evaluate: its policy is {cfg.policy.kind} (the offline simulation); "
+        "evaluate a model with --model M"
+    )
 
 
 class _Progress:
@@ -170,7 +173,6 @@ def eval_command(
     if run is not None:  # the evaluated run's log, where its data directory remembers it lives
         where = locate(run, root, backend, bootstrap)
         b, boot = where.backend, where.bootstrap
-    specs = [parse_suite(s) for s in suites]
     if model is None and run is None:
         raise ConfigError("give a policy: --model M, or --run R [--version V]")
     temp = temperature if temperature is not None else (0.0 if samples == 1 else DEFAULT_SAMPLING_TEMPERATURE)
@@ -193,6 +195,7 @@ def eval_command(
         finally:
             log.close()
 
+    specs = [parse_suite(s) for s in suites]  # a bad suite before a model is loaded (after the run's checks: cheap)
     tasks = []
     for spec in specs:
         if spec.kind == "reasoning-gym":
