@@ -7,6 +7,7 @@ projection from the log into a fresh directory and with ``--verify`` compares wi
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -373,8 +374,35 @@ def replay_cmd(
             if any(pos != positions[0] for pos in positions):
                 raise ReplayError(f"the live projections are at different positions {positions}; let the run catch up first")
             target = positions[0]
+    # --verify alone rebuilds into a scratch folder, removed once the check is done (kept, and
+    # named, only when it found a difference to look at)
+    scratch = into is None and live is not None
     if into is None:
         into = run_dir / "replays" / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    try:
+        difference = _replay_into(log, into, config, target, archive_url, live, run_id, as_json, scratch)
+    except BaseException:
+        if scratch:
+            _remove_scratch(into)
+        raise
+    if difference is not None:
+        raise typer.Exit(1)
+
+
+def _remove_scratch(into: Path) -> None:
+    shutil.rmtree(into, ignore_errors=True)
+    try:
+        into.parent.rmdir()  # replays/, when nothing else is in it
+    except OSError:
+        pass
+
+
+def _replay_into(log: Any, into: Path, config: Any, target: Any, archive_url: str | None, live: Any, run_id: str,
+                 as_json: bool, scratch: bool) -> str | None:
+    """Replay into ``into`` (and verify against ``live``); print the summary; return the first
+    difference found, else ``None``."""
+    from .replay import open_projections, replay_run, verify_projections
+
     result = replay_run(log, into, config, until=target, archive_url=archive_url)
     replay_choice = None
     if live is not None:  # level-replay choices recompute from the log before each one's basis
@@ -396,14 +424,18 @@ def replay_cmd(
             difference = verify_projections(live, rebuilt)
         difference = difference or replay_choice
         summary["verify"] = "equal" if difference is None else f"first difference: {difference}"
+    removed = scratch and difference is None
+    if removed:
+        _remove_scratch(into)
+        summary["into"] = None
     if as_json:
         print_json(summary)
     else:
-        say(f"replayed {result.events} events of {run_id} into {result.directory} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s, {result.processes} process{'es' if result.processes > 1 else ''})")
+        where = "a scratch folder (removed after the check)" if removed else str(result.directory)
+        say(f"replayed {result.events} events of {run_id} into {where} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s, {result.processes} process{'es' if result.processes > 1 else ''})")
         total = sum(sum(c.values()) for c in result.skipped.values())
         parts = [f"{n}: " + ", ".join(f"{r} x{c}" for r, c in counts.items()) for n, counts in result.skipped.items() if counts]
         say(f"skipped events: {total}" + (f" ({'; '.join(parts)})" if parts else ""))
         if live is not None:
             say("verify: live projections equal the replay" if difference is None else f"verify: first difference: {difference}")
-    if difference is not None:
-        raise typer.Exit(1)
+    return difference

@@ -6,7 +6,7 @@ import base64
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.text import Text
@@ -18,6 +18,7 @@ from ..cli_common import (
     DataDirOpt,
     RunArg,
     handle_errors,
+    locate,
     new_run_place,
     open_run,
 )
@@ -28,7 +29,7 @@ from ..textout import is_terminal, json_line_bytes, json_text, note, print_json,
 from .importer import RunImported, apply_import
 from .jsonl import DEFAULT_MAX_EVENT_BYTES, ImportFailed, export_jsonl, parse_jsonl
 from .log import Record
-from .store import resolve_data_dir
+from .store import DataDir, resolve_data_dir
 
 app = command_group(help="Inspect and move a run's event log.", no_args_is_help=True)
 
@@ -177,11 +178,19 @@ def count(
 def export(
     run: RunArg = None,
     out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here instead of standard output.")] = None,
+    salvage: Annotated[bool, typer.Option("--salvage", help="Read a damaged embedded log (truncated, corrupt) page by page: export every intact event and say what was lost.")] = False,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Export a run as JSON Lines (one canonical envelope per line) to stdout or --out FILE."""
+    """Export a run as JSON Lines (one canonical envelope per line) to stdout or --out FILE.
+
+    With --salvage, a log SQLite refuses (a truncated copy) is read from its pages: the intact
+    events are exported in log order and a summary on stderr says which offsets were lost; the
+    file itself is not changed. Import the result into a fresh data directory to go on."""
+    if salvage:
+        _salvage(run, out_file, data_dir, backend, bootstrap)
+        return
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
         if out_file is None:
@@ -195,6 +204,33 @@ def export(
     finally:
         log.close()
     note(f"exported {n} events of {run_id}")
+
+
+def _salvage(run: str | None, out_file: Path | None, data_dir: Path | None, backend: str | None, bootstrap: str | None) -> None:
+    from .backends import log_backend
+    from .sqlite.salvage import salvage_log
+
+    root = resolve_data_dir(data_dir)
+    where = locate(run, root, backend, bootstrap)
+    if not log_backend(where.backend).in_data_dir:
+        raise SpadeError(f"--salvage reads an embedded log file; run {where.run_id} lives on {where.backend}: "
+                         "`events export` reads it as it is")
+    report = salvage_log(DataDir(root).log_path(where.run_id), where.run_id)
+
+    def write(fh: Any) -> None:
+        for rec in report.records:
+            fh.write(rec.raw)
+            fh.write(b"\n")
+
+    if out_file is None:
+        write(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    else:
+        tmp = out_file.with_name(out_file.name + ".part")
+        with open(tmp, "wb") as fh:
+            write(fh)
+        tmp.replace(out_file)
+    note(f"salvaged {where.run_id}: {report.summary()}")
 
 
 @app.command("import")

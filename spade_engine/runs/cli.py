@@ -204,6 +204,17 @@ def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path
     ]
 
 
+def _has_started(run_id: str, root: Path, backend: str, bootstrap: str | None) -> bool:
+    """Whether the run recorded its RunStarted (its config)."""
+    from ..events.store import open_event_log
+
+    log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)
+    try:
+        return recorded_config(log) is not None
+    finally:
+        log.close()
+
+
 def _start_place(run: str | None, new: bool, root: Path, backend: str | None, bootstrap: str | None,
                  config: Path | None, preset: str | None, assigned: dict[str, Any]) -> tuple[str, str | None]:
     """``(backend, bootstrap)`` of the run ``start`` drives: a named run where it lives (its data
@@ -261,7 +272,7 @@ def start(
     the resumed run's own (its data directory remembers it), else kafka when a bootstrap is given.
     """
     from ..engine.stages import designer_batch as stages_batch
-    from .engine import open_engine, resolve_start_run
+    from .engine import forget_unstarted_run, open_engine, resolve_start_run
     from .progress import ModelActivity
 
     if forever and max_envs is not None:
@@ -279,7 +290,8 @@ def start(
                              "eval.every": eval_every}
     if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
         flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
-    if create:
+    # a run that never started (killed before it recorded anything) is configured like a new one
+    if create or not _has_started(run_id, root, b, boot):
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs,
                       "loop.designer_format": designer_format})
         if source_spec is not None:
@@ -324,129 +336,134 @@ def start(
         note(styled((f"seed {cfg.seed} drawn for this run (recorded; start --new --seed {cfg.seed} repeats it)", "dim")))
     if policy_backend(cfg.policy.kind).needs_model and cfg.policy.model:
         note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
-    with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
-        engine = opened.engine
-        remember_run_place(run_id, data_dir=root, backend=b, bootstrap=boot)  # later commands need no flags
-        if engine.ctx.pool is not None:
-            from ..sandbox.cli import warn_missing_layers
+    try:
+        with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
+            engine = opened.engine
+            remember_run_place(run_id, data_dir=root, backend=b, bootstrap=boot)  # later commands need no flags
+            if engine.ctx.pool is not None:
+                from ..sandbox.cli import warn_missing_layers
 
-            warn_missing_layers(engine.ctx.pool)
-        if engine.trainer is not None:
-            note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
-            if engine.trainer.evaluator is not None:
-                note(styled((f"held-out evaluation every {cfg.eval.every} update(s) on {', '.join(cfg.eval.suites)}", "dim")))
-        if cfg.loop.env_source:
-            note(styled((f"environments from {cfg.loop.env_source} (fixed source: the designer is not called)", "dim")))
-        embedder = engine.ctx.embedder
-        if embedder is not None:
-            name = cfg.memory.embedding_model
-            note(styled((f"loading embedding model {name}...", "dim")))
-            t_load = time.monotonic()
-            embedder.embed(["warm-up"])
-            note(styled((f"embedding model {name} loaded in {time.monotonic() - t_load:.1f}s", "dim")))
-        t0 = time.monotonic()
-        last = [0.0]  # the panel's last redraw, or (lines) the last progress line
-        last_call = [0.0]  # (lines) the engine's last progress call, printed or not
-        last_now = [0.0]  # (lines) the last "now" line
-        live: Live | None = None
-        lines = progress and not is_terminal()
-        band = (cfg.reward.band_low, cfg.reward.band_high)
-        roots_at_start = engine.state.stats(band)["roots"]  # the ETA is paced by what this start makes
-        activity = ModelActivity()
-        activity.attach(engine.ctx)
-        if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
-            note(styled((
-                f"{cfg.policy.model} runs on the CPU: expect minutes per designer batch "
-                f"({stages_batch(cfg, engine.ctx.policy)} proposals, up to {cfg.policy.generation.designer.max_new_tokens} "
-                "new tokens each) and per play; the panel shows tokens/s and an ETA", "dim")))
+                warn_missing_layers(engine.ctx.pool)
+            if engine.trainer is not None:
+                note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
+                if engine.trainer.evaluator is not None:
+                    note(styled((f"held-out evaluation every {cfg.eval.every} update(s) on {', '.join(cfg.eval.suites)}", "dim")))
+            if cfg.loop.env_source:
+                note(styled((f"environments from {cfg.loop.env_source} (fixed source: the designer is not called)", "dim")))
+            embedder = engine.ctx.embedder
+            if embedder is not None:
+                name = cfg.memory.embedding_model
+                note(styled((f"loading embedding model {name}...", "dim")))
+                t_load = time.monotonic()
+                embedder.embed(["warm-up"])
+                note(styled((f"embedding model {name} loaded in {time.monotonic() - t_load:.1f}s", "dim")))
+            t0 = time.monotonic()
+            last = [0.0]  # the panel's last redraw, or (lines) the last progress line
+            last_call = [0.0]  # (lines) the engine's last progress call, printed or not
+            last_now = [0.0]  # (lines) the last "now" line
+            live: Live | None = None
+            lines = progress and not is_terminal()
+            band = (cfg.reward.band_low, cfg.reward.band_high)
+            roots_at_start = engine.state.stats(band)["roots"]  # the ETA is paced by what this start makes
+            activity = ModelActivity()
+            activity.attach(engine.ctx)
+            if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
+                note(styled((
+                    f"{cfg.policy.model} runs on the CPU: expect minutes per designer batch "
+                    f"({stages_batch(cfg, engine.ctx.policy)} proposals, up to {cfg.policy.generation.designer.max_new_tokens} "
+                    "new tokens each) and per play; the panel shows tokens/s and an ETA", "dim")))
 
-        shown: list[dict[str, Any] | None] = [None]
-        printing = threading.Lock()
+            shown: list[dict[str, Any] | None] = [None]
+            printing = threading.Lock()
 
-        def draw(state: RunState | None, force: bool = False) -> None:
-            now = time.monotonic()
-            if lines:
-                with printing:  # the engine's thread and the tick thread
-                    if state is not None:
-                        last_call[0] = now
-                        if force or now - last[0] >= progress_every:
-                            last[0] = now
-                            say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound, roots_at_start))
-                    elif (now - last_call[0] >= progress_every and now - last_now[0] >= progress_every
-                          and activity.text()):
-                        # the engine has not reported for a whole period: a long model call, so
-                        # say what the model is doing (never in place of a due progress line)
-                        last_now[0] = now
-                        say(f"  now ({now - t0:.0f}s): {activity.text()}")
-                return
-            if live is None or (not force and now - last[0] < 0.25):
-                return
-            last[0] = now
-            if state is not None:  # the engine's thread: fold a fresh summary
-                shown[0] = state.stats(band)
-            if shown[0] is None:
-                return
-            tm = engine.ctx.timings
-            extra = panel_lines(
-                shown[0], now - t0, cfg.loop.env_bound, done_at_start=roots_at_start, now_doing=activity.text(),
-                timings=f"sandbox {tm.sandbox:.1f}s, policy {tm.policy:.1f}s, embedding {tm.embedding:.1f}s",
-            )
-            live.update(render_stats(shown[0], title=run_id, extra=extra))
+            def draw(state: RunState | None, force: bool = False) -> None:
+                now = time.monotonic()
+                if lines:
+                    with printing:  # the engine's thread and the tick thread
+                        if state is not None:
+                            last_call[0] = now
+                            if force or now - last[0] >= progress_every:
+                                last[0] = now
+                                say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound, roots_at_start))
+                        elif (now - last_call[0] >= progress_every and now - last_now[0] >= progress_every
+                              and activity.text()):
+                            # the engine has not reported for a whole period: a long model call, so
+                            # say what the model is doing (never in place of a due progress line)
+                            last_now[0] = now
+                            say(f"  now ({now - t0:.0f}s): {activity.text()}")
+                    return
+                if live is None or (not force and now - last[0] < 0.25):
+                    return
+                last[0] = now
+                if state is not None:  # the engine's thread: fold a fresh summary
+                    shown[0] = state.stats(band)
+                if shown[0] is None:
+                    return
+                tm = engine.ctx.timings
+                extra = panel_lines(
+                    shown[0], now - t0, cfg.loop.env_bound, done_at_start=roots_at_start, now_doing=activity.text(),
+                    timings=f"sandbox {tm.sandbox:.1f}s, policy {tm.policy:.1f}s, embedding {tm.embedding:.1f}s",
+                )
+                live.update(render_stats(shown[0], title=run_id, extra=extra))
 
-        def tick() -> None:  # redraw the activity line (a terminal) or say it (lines) while a long model call runs
-            while not done_drawing.wait(1.0):
-                draw(None)
+            def tick() -> None:  # redraw the activity line (a terminal) or say it (lines) while a long model call runs
+                while not done_drawing.wait(1.0):
+                    draw(None)
 
-        done_drawing = threading.Event()
-        engine.on_progress = draw
-        interrupts = [0]
+            done_drawing = threading.Event()
+            engine.on_progress = draw
+            interrupts = [0]
 
-        def on_signal(signum: int, frame: Any) -> None:
-            interrupts[0] += 1
-            if interrupts[0] > 1:
-                raise KeyboardInterrupt
-            note(styled(("stopping after the current step (Ctrl-C again to abort now)...", "yellow")))
-            engine.stop()
+            def on_signal(signum: int, frame: Any) -> None:
+                interrupts[0] += 1
+                if interrupts[0] > 1:
+                    raise KeyboardInterrupt
+                note(styled(("stopping after the current step (Ctrl-C again to abort now)...", "yellow")))
+                engine.stop()
 
-        in_main = threading.current_thread() is threading.main_thread()
-        old = {}
-        if in_main:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                old[sig] = signal.signal(sig, on_signal)
-        try:
-            if progress and not lines:
-                live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
-                live.start()
-                threading.Thread(target=tick, name="progress", daemon=True).start()
-            elif lines:
-                draw(engine.state, force=True)  # a first line at once: the run is alive
-                threading.Thread(target=tick, name="progress", daemon=True).start()
+            in_main = threading.current_thread() is threading.main_thread()
+            old = {}
+            if in_main:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    old[sig] = signal.signal(sig, on_signal)
             try:
-                reason = engine.run()
-            except KeyboardInterrupt:
-                reason = "interrupted"
-            activity.on_activity("")
-            if live is not None:
-                draw(engine.state, force=True)
-        finally:
-            done_drawing.set()
-            if live is not None:
-                live.stop()
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-        s = engine.state.stats(band)
-        if lines:
-            print_stats(s, title=run_id, extra=f"{time.monotonic() - t0:.0f}s, stopped ({reason})")
-        trained = ""
-        if engine.trainer is not None:
-            trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
-        note(styled(
-            ("stopped", "bold"),
-            (f" ({reason}): {s['roots']} environments, {_accepted(s)}, {s['plays']} plays, "
-             f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
-        ))
-        for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
-            note(line)
+                if progress and not lines:
+                    live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
+                    live.start()
+                    threading.Thread(target=tick, name="progress", daemon=True).start()
+                elif lines:
+                    draw(engine.state, force=True)  # a first line at once: the run is alive
+                    threading.Thread(target=tick, name="progress", daemon=True).start()
+                try:
+                    reason = engine.run()
+                except KeyboardInterrupt:
+                    reason = "interrupted"
+                activity.on_activity("")
+                if live is not None:
+                    draw(engine.state, force=True)
+            finally:
+                done_drawing.set()
+                if live is not None:
+                    live.stop()
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+            s = engine.state.stats(band)
+            if lines:
+                print_stats(s, title=run_id, extra=f"{time.monotonic() - t0:.0f}s, stopped ({reason})")
+            trained = ""
+            if engine.trainer is not None:
+                trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
+            note(styled(
+                ("stopped", "bold"),
+                (f" ({reason}): {s['roots']} environments, {_accepted(s)}, {s['plays']} plays, "
+                 f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
+            ))
+            for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
+                note(line)
+    except BaseException:
+        if create:  # Ctrl-C during start-up, a model that fails to load...: no run left that never started
+            forget_unstarted_run(run_id, data_dir=root, backend=b, bootstrap=boot)
+        raise
 
 
 @handle_errors
