@@ -79,7 +79,45 @@ def test_jsonl_export_has_the_same_rows_and_goes_to_stdout(root, tmp_path):
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert _cli("archive", "export", "-t", "plays", "-o", str(tmp_path / "p.parquet"), "-d", str(root)).exit_code == 0
-    assert rows == pq.read_table(tmp_path / "p.parquet").to_pylist()
+    parquet = pq.read_table(tmp_path / "p.parquet").to_pylist()
+    for row in parquet:  # the same rows; times are Parquet timestamps there, the log's ISO text here
+        row["occurred_at"] = row["occurred_at"].strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert rows == parquet
+
+
+def test_parquet_times_are_timestamps_and_plays_say_round_and_end_reason(root, tmp_path):
+    """What a notebook reads: times as UTC timestamps (once text), each play's round and why it
+    ended, and the README's example (pyarrow, then pandas)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spade_engine.events.catalogue import END_REASONS
+
+    res = _cli("archive", "export", "-t", "all", "-o", str(tmp_path / "out"), "-d", str(root))
+    assert res.exit_code == 0, res.output
+    plays = pq.read_table(tmp_path / "out" / "plays.parquet")
+    envs = pq.read_table(tmp_path / "out" / "environments.parquet")
+    assert plays.schema.field("occurred_at").type == pa.timestamp("us", tz="UTC")
+    assert envs.schema.field("proposed_at").type == pa.timestamp("us", tz="UTC")
+    rows = plays.to_pylist()
+    assert all(r["occurred_at"] is not None and r["occurred_at"].tzinfo is not None for r in rows)
+    assert {r["round"] for r in rows} == {0} and all(r["end_reason"] in END_REASONS for r in rows)
+    # each play's end_reason is the one its RolloutCompleted records
+    log = open_event_log(RUN, data_dir=root)
+    try:
+        recorded = {rec.envelope.event_id: rec.envelope.event().end_reason for rec in log.read()
+                    if rec.envelope.type == "RolloutCompleted"}
+    finally:
+        log.close()
+    assert {r["event_id"]: r["end_reason"] for r in rows} == recorded and set(recorded.values()) == {"terminated"}
+    # the README's example, as written there
+    import pandas as pd
+
+    turns = pq.read_table(tmp_path / "out" / "turns.parquet").to_pandas()
+    frame = pd.read_parquet(tmp_path / "out" / "plays.parquet")
+    assert len(turns) == len(frame) == 64
+    assert str(frame["occurred_at"].dtype) == "datetime64[us, UTC]"
+    assert frame.groupby("round")["episode_reward"].mean().index.tolist() == [0]
 
 
 def test_an_empty_run_exports_the_same_schema(tmp_path):
