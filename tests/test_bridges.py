@@ -200,10 +200,14 @@ def test_gym_make_plays_an_archived_environment_to_the_end(gym_root):
                 break
             low, high = (guess + 1, high) if obs == "Higher." else (low, guess - 1)
         assert terminated and not truncated and reward == 1.0 and obs == "Correct!" and turns <= 6
+        # info says why the episode ended, in RolloutCompleted's words, and which turn it is
+        assert info["end_reason"] == "terminated" and info["turn"] == turns and info["env_id"] == "env-guess"
         # the next episode, lost on purpose: the environment's own limit ends it
         env.reset(seed=8)
         results = [env.step("\\boxed{0}") for _ in range(6)]
         assert results[-1][3] is True and not any(r[2] for r in results)
+        assert results[-1][4]["end_reason"] == "truncated" and [r[4]["turn"] for r in results] == [1, 2, 3, 4, 5, 6]
+        assert all("end_reason" not in r[4] for r in results[:-1]), "only the last step of an episode has one"
     finally:
         env.close()
     assert wait_no_sandbox_processes(SANDBOX) == []
@@ -226,7 +230,9 @@ def test_spade_engine_make_truncates_at_the_turn_limit_and_refuses_rejected_envi
     try:
         env.reset(seed=1)
         assert env.step("\\boxed{0}")[3] is False
-        assert env.step("\\boxed{0}")[3] is True  # truncated at turn_limit, before the env's own 6
+        last = env.step("\\boxed{0}")
+        assert last[3] is True  # truncated at turn_limit, before the env's own 6
+        assert last[4]["end_reason"] == "turn_limit" and last[4]["turn"] == 2
     finally:
         env.close()
     with pytest.raises(ArchivedEnvError, match="env-broken was rejected by the validator .contract at env_class."):
@@ -281,3 +287,36 @@ def test_tensorboard_event_files_read_back(root, tmp_path):
     again = EventAccumulator(str(tmp_path / "tb" / RUN))
     again.Reload()
     assert len(again.Scalars("env/regret")) == len(regrets)
+
+
+def test_tensorboard_steps_count_environments_not_proposals(tmp_path):
+    """A repair is recorded at the step of the environment it repairs and seeds are not on the
+    axis, so N environments (as `status` counts them) span steps 0..N-1 (once 0-528 for 425)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def proposal(events, **fields):
+        return [msgspec.structs.replace(e, payload={**e.payload, **fields}) if e.type == "EnvironmentProposed" else e
+                for e in events]
+
+    root = tmp_path / "data"
+    start, stop = run_events(RUN, 0)
+    body = [
+        *proposal(chain(RUN, "seed-1", vec=None), designer="seed:coin_jars"),
+        *_rejected(chain(RUN, "env-a", vec=None, accepted=False)),
+        *_rejected(proposal(chain(RUN, "env-a-r1", vec=None, accepted=False), attempt=1, repair_of="env-a")),
+        *proposal(chain(RUN, "env-a-r2", vec=None), attempt=2, repair_of="env-a-r1"),
+        *chain(RUN, "env-b", vec=None),
+        *proposal(chain(RUN, "env-c", vec=None), attempt=0),
+    ]
+    log = open_event_log(RUN, data_dir=root, create=True)
+    log.append([start, *body, stop])
+    log.close()
+    res = _cli("metrics", "tensorboard", "-d", str(root), "--logdir", str(tmp_path / "tb"))
+    assert res.exit_code == 0, res.output
+    acc = EventAccumulator(str(tmp_path / "tb" / RUN))
+    acc.Reload()
+    valid = [(e.step, e.value) for e in acc.Scalars("env/valid")]
+    assert valid == [(0, 0.0), (0, 0.0), (0, 1.0), (1, 1.0), (2, 1.0)], "env-a and its two repairs at step 0"
+    assert sorted({e.step for e in acc.Scalars("env/regret")}) == [0, 1, 2]
+    status = json.loads(_cli("status", "-d", str(root), "--json").stdout)
+    assert status["roots"] == 3 and max(step for step, _ in valid) == status["roots"] - 1
