@@ -1,5 +1,6 @@
-"""The suite's location-dependent parts, run again from a clone where users clone: in a home
-folder (which the sandbox's audit hook denies reading) and a path with spaces.
+"""The suite's location-dependent parts, run again from clones where users clone: in a home
+folder (which the sandbox's audit hook denies reading) and in a system folder the red-team probe
+looks into (/srv, /opt or /var/tmp), each in a path with spaces.
 
 A fresh clone under a home directory once failed ``host_files_probe`` (its verdict depended on
 whether the checkout lay under a home the audit hook denies); CI clones elsewhere and never saw it.
@@ -35,6 +36,18 @@ def _home_like() -> Path:
     return Path.home()
 
 
+def _system_folder() -> Path:
+    """A folder outside any home that the host-files probe lists (/srv, /opt, /var/tmp: the
+    first this user may write to; /var/tmp is writable for everyone)."""
+    for p in (Path("/srv"), Path("/opt"), Path("/var/tmp")):
+        if p.is_dir() and os.access(p, os.W_OK):
+            return p
+    pytest.fail("none of /srv, /opt, /var/tmp is writable")
+
+
+LOCATIONS = {"home": _home_like, "system": _system_folder}
+
+
 def _files() -> list[str]:
     try:
         listed = subprocess.run(
@@ -45,9 +58,9 @@ def _files() -> list[str]:
     return [f for f in listed.decode().split("\0") if f]
 
 
-@pytest.fixture
-def clone():
-    base = _home_like() / f"spade clone {uuid.uuid4().hex[:8]}"
+@pytest.fixture(params=sorted(LOCATIONS))
+def clone(request):
+    base = LOCATIONS[request.param]() / f"spade clone {uuid.uuid4().hex[:8]}"
     dest = base / "my projects" / "spade-engine"
     try:
         for rel in _files():
@@ -68,7 +81,7 @@ def _env(clone: Path) -> dict[str, str]:
     return env
 
 
-def test_path_sensitive_parts_pass_from_a_clone_in_a_home_folder_with_spaces(clone):
+def test_path_sensitive_parts_pass_from_clones_with_spaces_in_their_paths(clone):
     env = _env(clone)
     where = subprocess.run(
         [sys.executable, "-c", "import spade_engine, sys; sys.stdout.write(spade_engine.__file__)"],
