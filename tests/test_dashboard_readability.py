@@ -76,14 +76,13 @@ return {
   traces: d.data.length,
   lineColors: d.data.filter(t => t.mode === 'lines' && t.line && t.line.width > 0).map(t => t.line.color),
   tickSizes: ticks,
-  yPixel: (v) => 0,
   y04: size.t + ya.l2p(0.4), y05: size.t + ya.l2p(0.5), y06: size.t + ya.l2p(0.6),
 };
 """
 
 
 def _geometry(browser, div_id):
-    return browser.execute_script(_GEOMETRY.replace("yPixel: (v) => 0,\n", ""), div_id)
+    return browser.execute_script(_GEOMETRY, div_id)
 
 
 def _shot(browser, css: str, name: str):
