@@ -11,7 +11,11 @@ Starts its own single-node broker (``spade_engine.devtools.kafka_broker``, the s
   fresh runs/topics, and the best run of each counts (every run is printed);
 * consume: the embedded runner feeding the per-run statistics projection from the Kafka log;
 * end to end: a follower applies the projection while events are appended at a steady rate;
-  latency = projection applied - append called (p50, p99).
+  latency = projection applied - append called (p50, p99);
+* the engine's pattern (``loop_events_per_s``): what ``start`` does per event, one event appended,
+  then the run state and the live projections fold what the log gained (two reads from their
+  cursors), ``--loop-n`` times; the same on the embedded SQLite log in the same run
+  (``sqlite_loop_events_per_s``); ``loop_ratio`` = Kafka / SQLite.
 
 Last line: one JSON object with the figures.
 """
@@ -68,8 +72,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="alternating baseline/ours measurements (ABBA); the best of each counts")
     ap.add_argument("--e2e-n", type=int, default=3000, help="events of the latency phase")
     ap.add_argument("--e2e-rate", type=float, default=1000.0, help="events per second in the latency phase")
+    ap.add_argument("--loop-n", type=int, default=300, help="events of the engine-pattern phase (one append + two reads each)")
+    ap.add_argument("--loop-only", action="store_true", help="measure only the engine-pattern phase")
+    ap.add_argument("--bootstrap", default=None, help="use this running broker (HOST:PORT) instead of starting one")
     args = ap.parse_args()
 
+    if args.bootstrap:
+        print(json.dumps(run(args.bootstrap, args), sort_keys=True))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         broker = KafkaBroker(Path(tmp) / "broker", heap="768m")
         t0 = time.perf_counter()
@@ -82,7 +92,51 @@ def main() -> None:
     print(json.dumps(result, sort_keys=True))
 
 
+def loop_pattern(log, n: int, start: int) -> float:
+    """Events per second of the engine's pattern on ``log``: append one event, then fold what the
+    log gained into the run state and into the live projections (as ``Engine._append`` does)."""
+    from spade_engine.engine.state import RunState
+
+    envs = build(n, log.run_id, start=start)
+    state = RunState(run_id=log.run_id)
+    runner = EmbeddedRunner(log, [RunStatsProjection(log.run_id)], flush_every=200, flush_interval_s=2.0, lazy_flush=True)
+    t = time.perf_counter()
+    for e in envs:
+        log.append([e])
+        state.refresh(log)
+        runner.catch_up()
+    elapsed = time.perf_counter() - t
+    runner.flush()
+    assert len(state.seen) == n, len(state.seen)
+    return n / elapsed
+
+
+def run_loop(bootstrap: str, args) -> dict:
+    """The engine-pattern phase on Kafka and on SQLite (after a warm-up on each)."""
+    from spade_engine.events.sqlite.log import SqliteEventLog
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for name in ("warm", "measured"):
+            run_id = f"run-bench-loop-{name}-{stamp}"  # fresh on a broker that outlives the bench (--bootstrap)
+            k = KafkaEventLog(bootstrap, run_id, create=True, partitions=args.partitions)
+            q = SqliteEventLog(Path(tmp) / name / "events.sqlite", run_id, create=True)
+            try:
+                n = 20 if name == "warm" else args.loop_n
+                kafka_rate = loop_pattern(k, n, 5 * 10**6)
+                sqlite_rate = loop_pattern(q, n, 5 * 10**6)
+            finally:
+                k.close()
+                q.close()
+    print(f"engine pattern (append 1 + 2 reads): kafka {kafka_rate:,.1f} events/s, sqlite {sqlite_rate:,.1f} events/s", flush=True)
+    return {"loop_n": args.loop_n, "loop_events_per_s": round(kafka_rate, 1), "sqlite_loop_events_per_s": round(sqlite_rate, 1),
+            "loop_ratio": round(kafka_rate / sqlite_rate, 3)}
+
+
 def run(bootstrap: str, args) -> dict:
+    loop = run_loop(bootstrap, args)
+    if args.loop_only:
+        return loop
     bare = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
                          batch_size=256 * 1024, max_request_size=8 * 1024 * 1024)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -191,6 +245,7 @@ def run(bootstrap: str, args) -> dict:
         "e2e_rate_events_per_s": args.e2e_rate,
         "e2e_p50_ms": round(pct(lat, 0.50), 2),
         "e2e_p99_ms": round(pct(lat, 0.99), 2),
+        **loop,
     }
 
 

@@ -13,12 +13,12 @@ import typer
 from .errors import SpadeError
 from .events.backends import log_backend
 from .events.log import EventLog
-from .events.store import Backend, open_event_log, resolve_data_dir, resolve_run
+from .events.store import Backend, RunLocation, locate_run, new_run_backend, open_event_log, resolve_data_dir
 from .textout import err as console, out, styled
 
 __all__ = [
     "console", "out", "DataDirOpt", "BackendOpt", "BootstrapOpt", "RunArg", "handle_errors", "error_line", "check_backend",
-    "bootstrap_or_env", "open_run",
+    "bootstrap_or_env", "backend_or_env", "open_run", "locate", "new_run_place",
 ]
 
 DataDirOpt = Annotated[
@@ -26,11 +26,22 @@ DataDirOpt = Annotated[
     typer.Option("--data-dir", "-d", help="Data directory (default: $SPADE_DATA, then ./spade-data).", show_default=False),
 ]
 BackendOpt = Annotated[
-    str, typer.Option("--backend", help="Event log backend: sqlite (embedded default) or kafka.")
+    Optional[str],
+    typer.Option(
+        "--backend",
+        help="Event log backend, sqlite or kafka (default: $SPADE_LOG__BACKEND, else the run's own as its data "
+        "directory remembers it, else kafka when a bootstrap is given, else sqlite).",
+        show_default=False,
+    ),
 ]
 BootstrapOpt = Annotated[
     Optional[str],
-    typer.Option("--bootstrap", help="Kafka bootstrap HOST:PORT (default: $SPADE_KAFKA_BOOTSTRAP).", show_default=False),
+    typer.Option(
+        "--bootstrap",
+        help="Kafka bootstrap HOST:PORT (default: $SPADE_LOG__BOOTSTRAP or $SPADE_KAFKA_BOOTSTRAP, else the run's "
+        "remembered one).",
+        show_default=False,
+    ),
 ]
 RunArg = Annotated[Optional[str], typer.Argument(help="Run id or unique prefix (default: the latest run).", show_default=False)]
 
@@ -75,19 +86,40 @@ def check_backend(backend: str) -> Backend:
     return backend
 
 
+def backend_or_env(backend: str | None) -> Backend | None:
+    """The backend the user chose: ``--backend``, else ``$SPADE_LOG__BACKEND``; ``None`` if neither
+    (checked: an unknown name is a clear error)."""
+    chosen = backend or os.environ.get("SPADE_LOG__BACKEND") or None
+    return None if chosen is None else check_backend(chosen)
+
+
 def bootstrap_or_env(bootstrap: str | None) -> str | None:
-    return bootstrap or os.environ.get("SPADE_KAFKA_BOOTSTRAP")
+    """The bootstrap the user gave: ``--bootstrap``, else ``$SPADE_LOG__BOOTSTRAP``, else
+    ``$SPADE_KAFKA_BOOTSTRAP``."""
+    return bootstrap or os.environ.get("SPADE_LOG__BOOTSTRAP") or os.environ.get("SPADE_KAFKA_BOOTSTRAP") or None
+
+
+def locate(run: str | None, data_dir: Path | None, backend: str | None = None, bootstrap: str | None = None) -> RunLocation:
+    """Resolve RUN (default: latest) and where its log lives, from the flags, the environment and
+    what the data directory remembers (:func:`~spade_engine.events.store.locate_run`)."""
+    root = resolve_data_dir(data_dir)
+    return locate_run(run, data_dir=root, backend=backend_or_env(backend), bootstrap=bootstrap_or_env(bootstrap))
+
+
+def new_run_place(backend: str | None, bootstrap: str | None) -> tuple[Backend, str | None]:
+    """``(backend, bootstrap)`` for a run about to be created (or a command that is not about one
+    run): the chosen backend, else Kafka when a bootstrap is given, else sqlite."""
+    boot = bootstrap_or_env(bootstrap)
+    return new_run_backend(backend_or_env(backend), boot), boot
 
 
 def open_run(
     run: str | None,
     data_dir: Path | None,
-    backend: str = "sqlite",
+    backend: str | None = None,
     bootstrap: str | None = None,
 ) -> tuple[str, EventLog]:
-    """Resolve RUN (default: latest) and open its log."""
-    b = check_backend(backend)
+    """Resolve RUN (default: latest) and open its log where it lives."""
     root = resolve_data_dir(data_dir)
-    boot = bootstrap_or_env(bootstrap)
-    run_id = resolve_run(run, data_dir=root, backend=b, bootstrap=boot)
-    return run_id, open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot)
+    where = locate(run, root, backend, bootstrap)
+    return where.run_id, open_event_log(where.run_id, data_dir=root, backend=where.backend, bootstrap=where.bootstrap)

@@ -21,6 +21,8 @@ exact but no environment can know the seeds it is validated and played with in a
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import secrets
 import tomllib
@@ -53,6 +55,7 @@ __all__ = [
     "resolve_config",
     "ResolvedConfig",
     "flatten",
+    "parse_assignments",
 ]
 
 
@@ -387,8 +390,8 @@ class RewardConfig(_Section):
     regret_scale: float = Field(0.15, gt=0)
     regret_weight: float = Field(0.4, ge=0.0, description="blend: weight of clip(regret / regret_scale)")
     plateau_weight: float = Field(0.6, ge=0.0, description="blend: weight of plateau(win rate)")
-    band_low: float = 0.4
-    band_high: float = 0.6
+    band_low: float = Field(0.4, ge=-1.0, le=1.0, description="lower edge of the feasible win-rate band")
+    band_high: float = Field(0.6, ge=-1.0, le=1.0, description="upper edge of the feasible win-rate band")
     plateau_ramp: float = Field(0.25, gt=0.0, description="plateau falls to 0 at band_low - ramp and band_high + ramp")
     lp_gamma_slow: float = Field(
         0.95, gt=0.0, le=1.0, description="learning_potential: weight of the newest win rate in the skill's slow EMA (release scripts: 0.85)"
@@ -405,6 +408,14 @@ class RewardConfig(_Section):
         "mean episode reward with a play whose environment failed in step() counted -1 (the release)",
     )
 
+
+    @model_validator(mode="after")
+    def _band_in_order(self) -> "RewardConfig":
+        if self.band_low > self.band_high:
+            raise ValueError(
+                f"the win-rate band is inverted: band_low {self.band_low:g} is above band_high {self.band_high:g}"
+            )
+        return self
 
 class ReplayConfig(_Section):
     """Prioritised level replay (robust PLR) of archived environments beside the designer."""
@@ -565,15 +576,61 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the config section at ``loc`` (a pydantic error location, its last part the bad
+    key) accepts: its fields, or for the root the section names."""
+    def children(model: Any) -> dict[str, Any]:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return {}
+        out: dict[str, Any] = {k: f.annotation for k, f in model.model_fields.items()}
+        if model is PolicyConfig:  # one section per registered backend with settings
+            from .policy.registry import backend_settings
+
+            out.update(backend_settings())
+        return out
+
+    model: Any = EngineConfig
+    for part in loc[:-1]:
+        model = children(model).get(part)
+    return list(children(model))
+
+
+def _error_text(err: Any) -> str:
+    """One pydantic error as ``key: message``, an unknown key with the nearest known ones."""
+    loc = tuple(err["loc"])
+    key = ".".join(str(x) for x in loc)
+    if err.get("type") == "extra_forbidden" and loc:
+        near = difflib.get_close_matches(str(loc[-1]), _known_keys(loc), n=3, cutoff=0.6)
+        prefix = ".".join(str(x) for x in loc[:-1])
+        hint = f" (did you mean {' or '.join((prefix + '.' if prefix else '') + n for n in near)}?)" if near else ""
+        return f"{key}: unknown key{hint}"
+    msg = str(err["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return f"{key}: {msg}" if key else msg
+
+
 def _validate(data: dict[str, Any], origin: str) -> EngineConfig:
     try:
         return EngineConfig.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(x) for x in err["loc"])
-            lines.append(f"  {loc}: {err['msg']}")
-        raise ConfigError(f"invalid configuration ({origin}):\n" + "\n".join(lines)) from None
+        problems = "; ".join(_error_text(err) for err in exc.errors())
+        raise ConfigError(f"invalid configuration ({origin}): {problems}") from None
+
+
+def parse_assignments(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--set``) as dotted overrides; a VALUE that parses as JSON is used as
+    such (numbers, booleans, lists), anything else as a string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
 
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:

@@ -15,29 +15,15 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .cli_app import command_group
 from . import textout
 from .cli_common import BackendOpt, BootstrapOpt, DataDirOpt, handle_errors, open_run, out
-from .config import resolve_config
+from .config import parse_assignments, resolve_config
 from .errors import ConfigError
 
 __all__ = ["app", "show", "parse_assignments"]
 
-app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
-
-
-def parse_assignments(items: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` strings as dotted overrides; a VALUE that parses as JSON is used as such
-    (numbers, booleans, lists), anything else as a string."""
-    out_: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            out_[key.strip()] = json.loads(value)
-        except ValueError:
-            out_[key.strip()] = value
-    return out_
+app = command_group(help="Inspect the configuration.", no_args_is_help=True)
 
 
 @app.command("show")
@@ -50,7 +36,7 @@ def show(
     only_set: Annotated[bool, typer.Option("--changed", help="Only values that do not come from the defaults.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON: {key: {value, source}}.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Print the resolved config with the source of every value (default < preset < file < env < flag)."""

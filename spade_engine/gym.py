@@ -69,7 +69,10 @@ class ArchivedEnv(SandboxEnv):
     """A recorded environment played in its own sandbox pool (one worker); ``close()`` ends it.
 
     ``info`` of ``reset`` carries ``env_id``, ``run_id`` and ``turn_limit`` besides the
-    environment's own keys; ``step`` truncates the episode at ``turn_limit`` turns."""
+    environment's own keys; ``step`` truncates the episode at ``turn_limit`` turns, and its
+    ``info`` carries ``env_id``, ``turn`` (turns played, this one included) and, on the step that
+    ends the episode, ``end_reason`` in the words ``RolloutCompleted`` records: ``terminated``,
+    ``truncated`` (by the environment) or ``turn_limit``."""
 
     metadata: dict[str, Any] = {"render_modes": []}
 
@@ -125,9 +128,15 @@ class ArchivedEnv(SandboxEnv):
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = super().step(action)
         self._turns += 1
-        if not terminated and self._turns >= self.turn_limit:
+        out = {**info, "env_id": self.env_id, "turn": self._turns}
+        if terminated:
+            out["end_reason"] = "terminated"
+        elif truncated:
+            out["end_reason"] = "truncated"
+        elif self._turns >= self.turn_limit:
             truncated = True
-        return obs, reward, terminated, truncated, info
+            out["end_reason"] = "turn_limit"
+        return obs, reward, terminated, truncated, out
 
     def close(self) -> None:
         try:

@@ -228,3 +228,33 @@ class Served:
         self.server.should_exit = True
         self.thread.join(timeout=15)
         assert not self.thread.is_alive(), "uvicorn did not stop"
+
+
+#: the skills of the procedural designer (what a new user's run shows): 16 of them
+SIXTEEN_SKILLS = ("arithmetic", "ordering", "counting", "logic", "code_trace", "inventory", "scheduling", "geometry",
+                  "units", "cipher", "graph_search", "probability", "text_edit", "sequence", "measurement", "deduction")
+
+
+def many_skills_run(n: int = 320, skills: tuple[str, ...] = SIXTEEN_SKILLS) -> list[Envelope]:
+    """A longer run over many skills (the first-week dashboard: 16 skills, hundreds of
+    environments): skill i's plain win rate drifts from high to low at its own pace, a few
+    rejections, band [0.4, 0.6]."""
+    ev = [started({"seed": 0, "reward": {"band_low": 0.4, "band_high": 0.6}})]
+    for i in range(n):
+        env_id = f"env-{i:04d}"
+        k = i % len(skills)
+        skill = skills[k]
+        ev.append(proposed(env_id, skill=skill))
+        if i % 13 == 12:
+            ev.append(validated(env_id, valid=False, accepted=False, error_kind="crash", failed_check="reset", novelty=None,
+                                novel=None))
+            continue
+        ev.append(validated(env_id, novelty=round(0.2 + 0.6 * ((i * 37) % 10) / 10, 3)))
+        p = max(0.0, min(1.0, 0.95 - (0.3 + 0.7 * k / len(skills)) * i / n + 0.12 * (((i * 7) % 5) - 2) / 2))
+        wins = round(8 * p)
+        plain = [1.0] * wins + [0.0] * (8 - wins)
+        hwins = min(8, wins + 1 + i % 3)
+        hinted = [1.0] * hwins + [0.0] * (8 - hwins)
+        ev += scored(env_id, plain, hinted, round(0.1 + 0.7 * (hwins - wins) / 8, 3), skill=skill)
+    ev.append(make_envelope(RunStopped(reason="completed"), run_id=RUN_ID, producer="test"))
+    return ev

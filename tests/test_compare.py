@@ -191,12 +191,38 @@ def test_cli_table_json_and_offline_html(pair, tmp_path):
     assert doc["a"]["frontier"]["in_band_share"] == pytest.approx(1 / 3)
 
 
-def test_cli_runs_without_evaluations_are_one_line_errors(pair, tmp_path):
+def test_runs_without_evaluations_are_compared_on_frontier_and_compute(pair, tmp_path):
+    """Frontier and compute need no evaluation: a run without one is compared on them, and a note
+    says why accuracy is not, with advice that works for that run (the simulation policy has no
+    model to evaluate; a model run gets the eval command)."""
     empty = "run-20260103-000000-cccccc"
     log = SqliteEventLog(DataDir(pair).log_path(empty), empty)
     log.append([make_envelope(RunStarted(config={}, engine_version="t", seed=0), run_id=empty, producer="t")])
     log.close()
-    res = runner.invoke(app, ["compare", A, empty, "--data-dir", str(pair)])
-    assert res.exit_code == 2 and "has no EvaluationCompleted events" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["compare", A, empty, "--data-dir", str(pair), "--html", str(tmp_path / "c.html")])
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    blocks = {b.splitlines()[0]: b.splitlines()[1:] for b in res.stdout.strip().split("\n\n")}
+    assert list(blocks) == ["# runs"], "no accuracy table without evaluations"
+    assert any(row.startswith("in frontier band\t") for row in blocks["# runs"])
+    assert f"held-out accuracy not compared: run {empty} has no held-out evaluation, and its policy (procedural" in res.stderr
+    assert "spade-engine eval" not in res.stderr, "no eval advice for the simulation (it would fail)"
+    html = (tmp_path / "c.html").read_text()
+    assert 'id="fig-frontier-compute"' in html and 'id="fig-accuracy"' not in html and "Not compared: run" in html
+    doc = json.loads(runner.invoke(app, ["compare", A, empty, "--data-dir", str(pair), "--json"]).output)
+    assert doc["accuracy"] is None and empty in doc["accuracy_note"] and doc["b"]["frontier"]["estimated"] == 0
+    # a model run without evaluations is told the command that evaluates it
+    model_run = "run-20260104-000000-dddddd"
+    log = SqliteEventLog(DataDir(pair).log_path(model_run), model_run)
+    log.append([make_envelope(RunStarted(config={"policy": {"kind": "transformers", "model": "tiny:0"}}, engine_version="t",
+                                         seed=0), run_id=model_run, producer="t")])
+    log.close()
+    res = runner.invoke(app, ["compare", model_run, empty, "--data-dir", str(pair)])
+    assert res.exit_code == 0 and f"`spade-engine eval reasoning-gym --run {model_run}`" in res.stderr
+    # the simulation run itself cannot be evaluated: said at once, before any suite is generated
+    res = runner.invoke(app, ["eval", "reasoning-gym:gcd", "--run", empty, "--data-dir", str(pair)])
+    assert res.exit_code == 2 and "its policy is procedural (the offline simulation)" in res.output
+    # a version asked for that the run did not evaluate is still an error; so is a missing run
+    res = runner.invoke(app, ["compare", A, B, "--version-a", "v9", "--data-dir", str(pair)])
+    assert res.exit_code == 2 and "no evaluation of policy version 'v9'" in res.output
     res = runner.invoke(app, ["compare", A, "run-nope", "--data-dir", str(pair)])
     assert res.exit_code == 2

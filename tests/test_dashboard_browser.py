@@ -117,8 +117,9 @@ def _nums(values):
 
 def test_charts_show_what_the_api_says_and_env_urls_open(tmp_path, browser):
     """A short run's dashboard in Chromium: every difficulty chart plots the API's per-environment
-    values and rolling means at the API's environment indices, the win-rate chart shades the run's
-    frontier band, every chart has a legend, training charts plot the PolicyUpdated metrics by
+    values, rolling means and the means' 95% intervals at the API's environment indices, the
+    win-rate charts shade the run's frontier band, every chart has a short legend, each skill has
+    a small chart of its own (its colour, same axes), training charts plot the PolicyUpdated metrics by
     policy version; a changed window refetches; an environment URL opens that environment, also
     on reload, with links from a rejected environment to its repair and back."""
     import httpx
@@ -145,16 +146,27 @@ def test_charts_show_what_the_api_says_and_env_urls_open(tmp_path, browser):
             p = _plotted(browser, f"chart-{m}")
             assert p["shownLegend"] and p["xTitle"] == "environment index", m
             names = [t["name"] for t in p["traces"]]
-            assert names == ["each environment", "all skills", *skills], (m, names)
+            assert names == ["95% interval", "each environment", "mean of last 5"], (m, names)  # no line per skill
             assert p["legendItems"] == len(names) + (1 if m == "win_rate_plain" else 0), m
             api = series["groups"]["*"][m]
-            dots, mean = p["traces"][0], p["traces"][1]
+            band, dots, mean = p["traces"]
             assert dots["x"] == api["x"] and _nums(dots["y"]) == pytest.approx(api["y"]) and dots["ids"] == api["ids"], m
             assert mean["x"] == api["x"] and _nums(mean["y"]) == pytest.approx(api["mean"]), m
-            for t, skill in zip(p["traces"][2:], skills):
-                assert t["x"] == series["groups"][skill][m]["x"], (m, skill)
-                assert _nums(t["y"]) == pytest.approx(series["groups"][skill][m]["mean"]), (m, skill)
+            assert band["x"] == api["x"] + api["x"][::-1] and _nums(band["y"]) == pytest.approx(api["hi"] + api["lo"][::-1]), m
+            assert all(lo <= mu <= hi for lo, mu, hi in zip(api["lo"], api["mean"], api["hi"])), m
             assert max(api["x"]) <= 35 and len(set(api["x"])) == len(api["x"]) > 10, m  # spread over the run
+        # small multiples: each skill's plain win rate in its own chart, its own colour
+        multiples = browser.find_elements(By.CSS_SELECTOR, "#skill-multiples figure")
+        assert [f.get_attribute("data-skill") for f in multiples] == skills
+        colors = []
+        for i, skill in enumerate(skills):
+            band_, dots_, mean_ = _plotted(browser, f"multiple-chart-{i}")["traces"]
+            api = series["groups"][skill]["win_rate_plain"]
+            assert dots_["x"] == api["x"] and _nums(mean_["y"]) == pytest.approx(api["mean"]), skill
+            colors.append(browser.execute_script(
+                "return document.getElementById(arguments[0]).data[2].line.color", f"multiple-chart-{i}"))
+            assert skill in multiples[i].text
+        assert len(set(colors)) == len(skills)
         band = _plotted(browser, "chart-win_rate_plain")["shapes"]
         assert band == [{"type": "rect", "y0": 0.3, "y1": 0.7, "xref": "paper", "showlegend": True}]
         assert _plotted(browser, "chart-win_rate_plain")["yRange"] == pytest.approx([-0.04, 1.04])
@@ -178,11 +190,16 @@ def test_charts_show_what_the_api_says_and_env_urls_open(tmp_path, browser):
         from selenium.webdriver.support.ui import Select
 
         Select(browser.find_element(By.ID, "skill-filter")).select_by_value("logic")
-        wait.until(lambda d: [t["name"] for t in _plotted(d, "chart-regret")["traces"]] == ["each logic environment", "logic"])
+        wait.until(lambda d: [t["name"] for t in _plotted(d, "chart-regret")["traces"]] == ["95% interval", "each", "logic", "all skills"])
         for m in METRICS:
-            dots, mean = _plotted(browser, f"chart-{m}")["traces"]
+            band, dots, mean, overall = _plotted(browser, f"chart-{m}")["traces"]
             api = series["groups"]["logic"][m]
             assert dots["x"] == api["x"] and dots["ids"] == api["ids"] and _nums(mean["y"]) == pytest.approx(api["mean"]), m
+            assert _nums(overall["y"]) == pytest.approx(series["groups"]["*"][m]["mean"]), m
+        # a click on a skill's small chart shows that skill above
+        Select(browser.find_element(By.ID, "skill-filter")).select_by_value("")
+        browser.find_element(By.CSS_SELECTOR, '#skill-multiples figure[data-skill="text"]').click()
+        wait.until(lambda d: [t["name"] for t in _plotted(d, "chart-regret")["traces"]][2] == "text")
         Select(browser.find_element(By.ID, "skill-filter")).select_by_value("")
 
         # another rolling window: the page refetches, puts it in its URL, and plots the new means
@@ -190,7 +207,7 @@ def test_charts_show_what_the_api_says_and_env_urls_open(tmp_path, browser):
         box.clear()
         box.send_keys("3\n")
         w3 = c.get("api/series", params={"window": 3}).json()["groups"]["*"]["regret"]["mean"]
-        wait.until(lambda d: _nums(_plotted(d, "chart-regret")["traces"][1]["y"]) == pytest.approx(w3))
+        wait.until(lambda d: _nums(_plotted(d, "chart-regret")["traces"][2]["y"]) == pytest.approx(w3))
         assert "window=3" in browser.current_url
 
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -248,8 +265,11 @@ def test_run_text_stays_text_in_charts_legends_and_views(tmp_path, browser):
         wait.until(lambda d: d.find_element(By.ID, "env-title").text == env_id)
         wait.until(lambda d: d.execute_script("return document.body.dataset.loaded") is not None)
         wait.until(lambda d: len(d.execute_script("return document.getElementById('chart-regret').data || []")) == 3)
-        legend = browser.find_element(By.CSS_SELECTOR, "#chart-regret .legend").text
-        assert evil in legend  # the literal text, not an image and bold markup
+        assert browser.find_element(By.CSS_SELECTOR, "#skill-multiples figure .name").text.startswith(evil)
+        from selenium.webdriver.support.ui import Select
+
+        Select(browser.find_element(By.ID, "skill-filter")).select_by_value(evil)
+        wait.until(lambda d: evil in d.find_element(By.CSS_SELECTOR, "#chart-regret .legend").text)  # literal text
         assert browser.find_element(By.CSS_SELECTOR, f'#env-table tr td:nth-child(2)').text == evil
         assert evil in browser.find_element(By.ID, "env-detail").text
         assert not browser.find_elements(By.CSS_SELECTOR, 'img[src="x"], #charts b, #env-detail b:not(:empty) i, #env-table i')

@@ -151,3 +151,24 @@ def test_training_metric_order_and_curves_without_updates():
     assert headline == 10 and order[0] == "m00"
     empty = training_curves([], 5)
     assert (empty["x"], empty["metrics"], empty["updates"]) == ([], [], 0)
+
+
+def test_the_mean_band_is_the_95_percent_interval_of_the_rolling_mean():
+    from spade_engine.dashboard.curves import rolling_interval
+
+    values = np.array([0.2, 0.6, 1.0, 0.4])
+    lo, hi = rolling_interval(values, 3)
+    # by hand: a single value has no spread; then mean ± 1.96 s / sqrt(n), s the sample deviation
+    assert (lo[0], hi[0]) == (0.2, 0.2)
+    s2 = np.std([0.2, 0.6], ddof=1)
+    assert (lo[1], hi[1]) == pytest.approx((0.4 - 1.96 * s2 / np.sqrt(2), 0.4 + 1.96 * s2 / np.sqrt(2)))
+    s3 = np.std([0.6, 1.0, 0.4], ddof=1)
+    assert (lo[3], hi[3]) == pytest.approx((2 / 3 - 1.96 * s3 / np.sqrt(3), 2 / 3 + 1.96 * s3 / np.sqrt(3)))
+    # the series carries it, kept within [0, 1] for rates
+    envs = {f"e{i}": {"skill": "s", "t": f"2026-01-01T00:00:0{i}Z", "valid": True, "win_rate_plain": float(i % 2),
+                      "regret": 0.5 * (i % 2) - 0.2} for i in range(6)}
+    curves = env_curves(envs, 4)["groups"]["*"]
+    win, regret = curves["win_rate_plain"], curves["regret"]
+    assert min(win["lo"]) >= 0.0 and max(win["hi"]) <= 1.0 and win["lo"][1] == 0.0
+    assert min(regret["lo"]) < -0.2, "regret is not clipped to [0, 1]"
+    assert all(lo <= m <= hi for lo, m, hi in zip(win["lo"], win["mean"], win["hi"]))

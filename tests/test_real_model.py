@@ -3,8 +3,8 @@ writes a hint and plays one episode through the sandbox; token ids, behaviour lo
 finish reason of every completion are recorded.
 
 The model is the catalogue's ``qwen2.5-coder-0.5b-instruct``, looked up where ``spade-engine
-models fetch`` puts it: ``$SPADE_MODEL_CACHE/<name>/hf``, else ``<data dir>/models/<name>/hf``
-(data dir: ``$SPADE_DATA``, else ``./spade-data``). CI fetches it once into a cache directory
+models fetch`` puts it: ``$SPADE_MODEL_CACHE/<name>/hf``, else the user-wide
+``$XDG_CACHE_HOME/spade-engine/models/<name>/hf`` (or an older ``<data dir>/models``). CI fetches it once into a cache directory
 outside the clone and points ``SPADE_MODEL_CACHE`` there, so later runs reuse it. Without the
 model the test is skipped with that instruction (it is the only reason to skip), except in CI
 (``CI`` set), where a missing model fails it.
@@ -31,15 +31,11 @@ MODEL = "qwen2.5-coder-0.5b-instruct"
 
 
 def model_dir() -> Path | None:
-    roots = []
-    if os.environ.get("SPADE_MODEL_CACHE"):
-        roots.append(Path(os.environ["SPADE_MODEL_CACHE"]).expanduser())
-    roots.append(Path(os.environ.get("SPADE_DATA") or "spade-data").expanduser() / "models")
-    for root in roots:
-        d = root / MODEL / "hf"
-        if (d / "config.json").is_file():
-            return d
-    return None
+    """The model where the engine finds it (``--model qwen2.5-coder-0.5b-instruct``)."""
+    from spade_engine.models import ModelCache
+
+    entry = ModelCache.resolve().find_entry(MODEL)
+    return ModelCache.model_dir(entry) if ModelCache.is_complete(entry) else None
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,20 @@ projection from the log into a fresh directory and with ``--verify`` compares wi
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from ..cli_app import command_group
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run
 from ..errors import SpadeError
 from ..textout import aside, is_terminal, note, plain, print_json, say, table, write_exact
 from ..events.store import DataDir, resolve_data_dir
 from .db import ARCHIVE_FILENAME, ArchiveError, make_engine, migrate, resolve_url, safe_url, schema_revision
 
-app = typer.Typer(help="Query and audit the environment archive of a run.", no_args_is_help=True)
+app = command_group(help="Query and audit the environment archive of a run.", no_args_is_help=True)
 
 UrlOpt = Annotated[
     Optional[str],
@@ -120,7 +122,7 @@ def list_cmd(
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """List a run's environments, filtered by skill, verdict and plain win-rate band.
@@ -160,7 +162,7 @@ def show_cmd(
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Show one environment: code, verdict and why, novelty, hint, plays, lineage, offsets.
@@ -219,7 +221,7 @@ def search_cmd(
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Search environments by text (embedding similarity) and/or filters.
@@ -274,7 +276,7 @@ def export_cmd(
     refresh: RefreshOpt = False,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Export a run's environments, plays or turns as a table: Apache Parquet (pyarrow) or JSON
@@ -310,7 +312,7 @@ def migrate_cmd(
     run: RunArg = None,
     url: UrlOpt = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Upgrade an archive database of an older schema version to the current one."""
@@ -341,7 +343,7 @@ def replay_cmd(
     archive_url: Annotated[Optional[str], typer.Option("--archive-url", help="Empty database for the rebuilt archive (default: sqlite in DIR).", show_default=False)] = None,
     as_json: JsonOpt = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
     retrain: Annotated[bool, typer.Option("--retrain", help="Instead: train --model on this run's environments, in order, as a new linked run.")] = False,
     model: Annotated[Optional[str], typer.Option("--model", help="With --retrain: the model to train (path, hub id, tiny[:SEED]).", show_default=False)] = None,
@@ -375,8 +377,35 @@ def replay_cmd(
             if any(pos != positions[0] for pos in positions):
                 raise ReplayError(f"the live projections are at different positions {positions}; let the run catch up first")
             target = positions[0]
+    # --verify alone rebuilds into a scratch folder, removed once the check is done (kept, and
+    # named, only when it found a difference to look at)
+    scratch = into is None and live is not None
     if into is None:
         into = run_dir / "replays" / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    try:
+        difference = _replay_into(log, into, config, target, archive_url, live, run_id, as_json, scratch)
+    except BaseException:
+        if scratch:
+            _remove_scratch(into)
+        raise
+    if difference is not None:
+        raise typer.Exit(1)
+
+
+def _remove_scratch(into: Path) -> None:
+    shutil.rmtree(into, ignore_errors=True)
+    try:
+        into.parent.rmdir()  # replays/, when nothing else is in it
+    except OSError:
+        pass
+
+
+def _replay_into(log: Any, into: Path, config: Any, target: Any, archive_url: str | None, live: Any, run_id: str,
+                 as_json: bool, scratch: bool) -> str | None:
+    """Replay into ``into`` (and verify against ``live``); print the summary; return the first
+    difference found, else ``None``."""
+    from .replay import open_projections, replay_run, verify_projections
+
     result = replay_run(log, into, config, until=target, archive_url=archive_url)
     replay_choice = None
     if live is not None:  # level-replay choices recompute from the log before each one's basis
@@ -398,14 +427,18 @@ def replay_cmd(
             difference = verify_projections(live, rebuilt)
         difference = difference or replay_choice
         summary["verify"] = "equal" if difference is None else f"first difference: {difference}"
+    removed = scratch and difference is None
+    if removed:
+        _remove_scratch(into)
+        summary["into"] = None
     if as_json:
         print_json(summary)
     else:
-        say(f"replayed {result.events} events of {run_id} into {result.directory} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s, {result.processes} process{'es' if result.processes > 1 else ''})")
+        where = "a scratch folder (removed after the check)" if removed else str(result.directory)
+        say(f"replayed {result.events} events of {run_id} into {where} in {result.seconds:.2f}s ({result.events_per_s:,.0f} events/s, {result.processes} process{'es' if result.processes > 1 else ''})")
         total = sum(sum(c.values()) for c in result.skipped.values())
         parts = [f"{n}: " + ", ".join(f"{r} x{c}" for r, c in counts.items()) for n, counts in result.skipped.items() if counts]
         say(f"skipped events: {total}" + (f" ({'; '.join(parts)})" if parts else ""))
         if live is not None:
             say("verify: live projections equal the replay" if difference is None else f"verify: first difference: {difference}")
-    if difference is not None:
-        raise typer.Exit(1)
+    return difference

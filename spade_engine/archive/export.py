@@ -4,7 +4,9 @@
 * ``environments``: one row per environment of the archive projection (code, document, lineage,
   verdict and failed check, novelty, hint, play counts, win rates, regret, designer reward...);
 * ``plays``: one row per play of the archive (env, play id, hinted, seed, policy version,
-  episode reward, turns, how it ended), with the environment's skill;
+  episode reward, turns, how it ended: terminated/truncated/step timeout/error and the recorded
+  ``end_reason``), the play's ``round`` (0 for the first plays, r for a repeated or level-replay
+  round), with the environment's skill;
 * ``turns``: one row per agent turn, read from the ``RolloutCompleted`` events of the log
   (observation, action, reward, terminated/truncated, step time, and the completion's token ids,
   behaviour log-probs and finish reason; ``generation_ref`` when the tokens were offloaded to a
@@ -12,7 +14,9 @@
 
 Every table has a fixed schema (:func:`schema`), so an empty run and a full one give files of the
 same shape, and ``pyarrow.parquet.read_table`` / ``pandas.read_parquet`` / ``polars`` / DuckDB read
-them as they are. Rows follow log order.
+them as they are. Times (``proposed_at``, ``occurred_at``) are Parquet timestamps (microseconds,
+UTC), so tools read them as times, not text; JSON Lines write them as the log's ISO 8601 text.
+Rows follow log order.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -45,7 +50,7 @@ class ExportError(SpadeError):
 def _schemas() -> dict[str, Any]:
     import pyarrow as pa
 
-    s, i, f, b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+    s, i, f, b, t = pa.string(), pa.int64(), pa.float64(), pa.bool_(), pa.timestamp("us", tz="UTC")
     return {
         "environments": pa.schema([
             ("env_id", s), ("skill", s), ("difficulty", f), ("code", s), ("code_sha256", s),
@@ -54,12 +59,13 @@ def _schemas() -> dict[str, Any]:
             ("valid", b), ("error_kind", s), ("failed_check", s), ("class_name", s), ("novel", b), ("novelty", f),
             ("nearest_env_id", s), ("hint", s), ("hint_policy_version", s), ("plays_plain", i), ("plays_hinted", i),
             ("win_rate_plain", f), ("win_rate_hinted", f), ("regret", f), ("designer_reward", f),
-            ("agent_policy_version", s), ("proposed_at", s), ("partition", i), ("first_offset", i), ("last_offset", i),
+            ("agent_policy_version", s), ("proposed_at", t), ("partition", i), ("first_offset", i), ("last_offset", i),
         ]),
         "plays": pa.schema([
             ("event_id", s), ("env_id", s), ("skill", s), ("play_id", s), ("hinted", b), ("seed", i),
-            ("policy_version", s), ("episode_reward", f), ("turns", i), ("terminated", b), ("truncated", b),
-            ("step_timeout", b), ("error", s), ("seconds", f), ("occurred_at", s), ("partition", i), ("offset", i),
+            ("policy_version", s), ("round", i), ("episode_reward", f), ("turns", i), ("terminated", b), ("truncated", b),
+            ("step_timeout", b), ("error", s), ("end_reason", s), ("seconds", f), ("occurred_at", t), ("partition", i),
+            ("offset", i),
         ]),
         "turns": pa.schema([
             ("event_id", s), ("env_id", s), ("play_id", s), ("hinted", b), ("seed", i), ("policy_version", s),
@@ -87,12 +93,30 @@ def _env_rows(engine: Engine) -> Iterator[dict[str, Any]]:
             yield row
 
 
-def _play_rows(engine: Engine) -> Iterator[dict[str, Any]]:
+def _end_reasons(log: EventLog, skipped: dict[str, int]) -> dict[str, str]:
+    """Why each play ended, by event id, as its RolloutCompleted records it (older versions upcast)."""
+    out: dict[str, str] = {}
+    for rec in log.read():
+        if b'"type":"RolloutCompleted"' not in rec.raw:  # canonical JSON: a cheap filter before decoding
+            continue
+        try:
+            ev = rec.envelope.event()
+        except EventError as exc:
+            reason = type(exc).__name__
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        if isinstance(ev, RolloutCompleted) and ev.end_reason:
+            out[rec.envelope.event_id] = ev.end_reason
+    return out
+
+
+def _play_rows(engine: Engine, log: EventLog, skipped: dict[str, int]) -> Iterator[dict[str, Any]]:
+    reasons = _end_reasons(log, skipped)
     p, e = Play.__table__, Environment.__table__
     q = select(p, e.c.skill).join(e, e.c.env_id == p.c.env_id, isouter=True).order_by(p.c.partition, p.c.offset)
     with engine.connect() as conn:
         for r in conn.execute(q).mappings():
-            yield dict(r)
+            yield {**r, "end_reason": reasons.get(r["event_id"])}
 
 
 def _turn_rows(log: EventLog, skipped: dict[str, int]) -> Iterator[dict[str, Any]]:
@@ -126,7 +150,7 @@ def table_rows(name: str, *, archive: Engine, log: EventLog, skipped: dict[str, 
     if name == "environments":
         return _env_rows(archive)
     if name == "plays":
-        return _play_rows(archive)
+        return _play_rows(archive, log, skipped if skipped is not None else {})
     if name == "turns":
         return _turn_rows(log, skipped if skipped is not None else {})
     raise ExportError(f"unknown table {name!r} (expected {', '.join(TABLES)})")
@@ -138,13 +162,18 @@ def _write_parquet(name: str, rows: Iterator[dict[str, Any]], path: Path, batch_
 
     sch = schema(name)
     columns = sch.names
+    times = [field.name for field in sch if pa.types.is_timestamp(field.type)]
     n = 0
     with pq.ParquetWriter(str(path), sch, compression="zstd") as writer:
         batch: list[dict[str, Any]] = []
 
         def flush() -> None:
             if batch:
-                writer.write_table(pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in batch], schema=sch))
+                rows = [{c: r.get(c) for c in columns} for r in batch]
+                for row in rows:
+                    for c in times:
+                        row[c] = _timestamp(row[c])
+                writer.write_table(pa.Table.from_pylist(rows, schema=sch))
                 batch.clear()
 
         for row in rows:
@@ -154,6 +183,20 @@ def _write_parquet(name: str, rows: Iterator[dict[str, Any]], path: Path, batch_
                 flush()
         flush()
     return n
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """A recorded time (ISO 8601 text, ``Z`` for UTC) as an aware datetime; ``None`` when absent
+    or not a time (an old or hand-made record)."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
 
 
 def _write_jsonl(name: str, rows: Iterator[dict[str, Any]], fh: BinaryIO) -> int:

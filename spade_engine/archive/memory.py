@@ -37,6 +37,7 @@ from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, Regret
 from ..events.log import Cursor, Record
 from .embedder import DIMENSION, EmbeddingError
 from .examples import MemoryExamples
+from .novelty import novelty_of
 from .records import Skipped, decode_record, irrelevant
 
 __all__ = ["EnvironmentMemory", "MemoryExamples", "encode_embedding", "decode_embedding", "MEMORY_DIRNAME"]
@@ -221,7 +222,7 @@ class EnvironmentMemory:
         sims, rows = self.search(vec, 1)
         if rows[0, 0] < 0:
             return 1.0, None
-        return float(1.0 - sims[0, 0]), self.entries[int(rows[0, 0])]["env_id"]
+        return novelty_of(float(sims[0, 0])), self.entries[int(rows[0, 0])]["env_id"]
 
     def is_novel(self, novelty: float) -> bool:
         return novelty >= self.config.novelty_threshold

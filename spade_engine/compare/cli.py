@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, handle_errors, open_run, out
-from ..textout import aside, table
+from ..textout import aside, note, table
 
 __all__ = ["compare_command"]
 
@@ -30,18 +30,7 @@ def _f(v: object, d: int = 3) -> str:
 def _rows(c: Any) -> list[tuple[str, list[str], list[tuple[Any, ...]]]]:
     """The comparison as (title, columns, rows) tables: the runs side by side, then held-out
     accuracy paired on items."""
-    acc, a, b = c.accuracy, c.a, c.b
-    suites = {r.suite for r in acc.tasks}
-    one_suite = len(suites) == 1
-    title = (f"held-out accuracy ({next(iter(suites))}" if one_suite else "held-out accuracy (") + \
-        f", paired on items): A {acc.version_a} vs B {acc.version_b}"
-    acc_rows = [
-        (r.task if one_suite else r.label, r.items, _f(r.accuracy_a), _f(r.accuracy_b), f"{r.delta:+.3f}",
-         f"{r.delta_low:+.2f}..{r.delta_high:+.2f}", f"{r.a_only}/{r.b_only}", _f(r.mcnemar_p))
-        for r in acc.tasks
-    ]
-    acc_rows.append(("mean", sum(r.items for r in acc.tasks), _f(acc.macro_a), _f(acc.macro_b),
-                     f"{(acc.macro_b or 0) - (acc.macro_a or 0):+.3f}", "", "", ""))
+    a, b = c.a, c.b
     fa, fb, ca, cb = a.frontier, b.frontier, a.compute, b.compute
     run_rows = [
         ("run", a.run_id, b.run_id), ("policy", a.policy, b.policy), ("environment source", a.env_source, b.env_source),
@@ -54,10 +43,22 @@ def _rows(c: Any) -> list[tuple[str, list[str], list[tuple[Any, ...]]]]:
         ("in frontier band", f"{_f(fa.in_band_share)} of {fa.estimated} {list(fa.band)}",
          f"{_f(fb.in_band_share)} of {fb.estimated} {list(fb.band)}"),
     ]
-    return [
-        ("runs", ["", "A", "B"], run_rows),
-        (title, ["task", "items", "A", "B", "B-A", "95% CI", "A/B only", "p"], acc_rows),
+    tables = [("runs", ["", "A", "B"], run_rows)]
+    acc = c.accuracy
+    if acc is None:
+        return tables
+    suites = {r.suite for r in acc.tasks}
+    one_suite = len(suites) == 1
+    title = (f"held-out accuracy ({next(iter(suites))}" if one_suite else "held-out accuracy (") + \
+        f", paired on items): A {acc.version_a} vs B {acc.version_b}"
+    acc_rows = [
+        (r.task if one_suite else r.label, r.items, _f(r.accuracy_a), _f(r.accuracy_b), f"{r.delta:+.3f}",
+         f"{r.delta_low:+.2f}..{r.delta_high:+.2f}", f"{r.a_only}/{r.b_only}", _f(r.mcnemar_p))
+        for r in acc.tasks
     ]
+    acc_rows.append(("mean", sum(r.items for r in acc.tasks), _f(acc.macro_a), _f(acc.macro_b),
+                     f"{(acc.macro_b or 0) - (acc.macro_a or 0):+.3f}", "", "", ""))
+    return [*tables, (title, ["task", "items", "A", "B", "B-A", "95% CI", "A/B only", "p"], acc_rows)]
 
 
 def _tables(c: Any) -> list[Any]:
@@ -87,12 +88,13 @@ def compare_command(
     html_out: Annotated[Optional[Path], typer.Option("--html", help="Also write the comparison as a self-contained HTML page (plotly, offline).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Compare two runs: held-out accuracy per task (EvaluationCompleted of each run's chosen
     version, paired on item ids, with the paired difference, its 95% interval and McNemar's test),
-    frontier-band occupancy, and compute (completion tokens, plays, policy updates)."""
+    frontier-band occupancy, and compute (completion tokens, plays, policy updates). Runs without
+    evaluations are compared on frontier and compute, with a note saying why accuracy is not."""
     from .summary import compare_runs
 
     _, log_a = open_run(run_a, data_dir, backend, bootstrap)
@@ -120,7 +122,10 @@ def compare_command(
     else:
         for t in _tables(c):
             out.print(t)
-    aside("A/B only: items right in one run only; p: McNemar's exact test on them (k = 1); 95% CI: of the paired "
-          "per-item difference; mean: over tasks")
+    if c.accuracy is None:
+        note(f"held-out accuracy not compared: {c.accuracy_note}")
+    else:
+        aside("A/B only: items right in one run only; p: McNemar's exact test on them (k = 1); 95% CI: of the paired "
+              "per-item difference; mean: over tasks")
     if html_out is not None:
         aside(f"wrote {html_out}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from .summary import Comparison
+from .summary import AccuracyComparison, Comparison
 
 __all__ = ["render_html"]
 
@@ -29,12 +29,10 @@ def _rows(rows: list[list[object]], head: list[str]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def figures(c: Comparison) -> list[tuple[str, object]]:
-    """(div id, plotly figure) of the accuracy, frontier and compute charts."""
+def _accuracy_figures(c: Comparison, acc: AccuracyComparison) -> list[tuple[str, object]]:
+    """The accuracy bars and the per-task differences (runs compared on held-out items)."""
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
-    acc = c.accuracy
     labels = [t.label for t in acc.tasks] + ["mean over tasks"]
     out = []
     fig = go.Figure()
@@ -56,7 +54,15 @@ def figures(c: Comparison) -> list[tuple[str, object]]:
     fig.update_layout(height=max(220, 40 * len(acc.tasks) + 100), title="accuracy difference B - A per task (paired, 95% interval)",
                       template="plotly_white", margin={"l": 200, "r": 10, "t": 40, "b": 30}, showlegend=True)
     out.append(("fig-delta", fig))
+    return out
 
+
+def figures(c: Comparison) -> list[tuple[str, object]]:
+    """(div id, plotly figure) of the accuracy (when compared), frontier and compute charts."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    out = [] if c.accuracy is None else _accuracy_figures(c, c.accuracy)
     fig = make_subplots(rows=1, cols=2, subplot_titles=["frontier-band occupancy (share of estimated environments)",
                                                         "compute (completion tokens)"])
     buckets = list(c.a.frontier.buckets)
@@ -80,14 +86,20 @@ def render_html(c: Comparison) -> str:
     acc = c.accuracy
     charts = "".join(pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div,
                                  config={"displaylogo": False, "responsive": True}) for div, fig in figures(c))
-    task_rows = [[t.label, t.items, t.accuracy_a, t.accuracy_b, t.delta, f"{t.delta_low:.3f} – {t.delta_high:.3f}",
-                  t.a_only, t.b_only, t.mcnemar_p] for t in acc.tasks]
-    task_rows.append(["mean over tasks", sum(t.items for t in acc.tasks), acc.macro_a, acc.macro_b,
-                      (acc.macro_b or 0) - (acc.macro_a or 0), "", "", "", None])
+    if acc is None:
+        accuracy = f'<p class="muted">Not compared: {html.escape(c.accuracy_note or "no evaluations")}</p>'
+    else:
+        task_rows = [[t.label, t.items, t.accuracy_a, t.accuracy_b, t.delta, f"{t.delta_low:.3f} – {t.delta_high:.3f}",
+                      t.a_only, t.b_only, t.mcnemar_p] for t in acc.tasks]
+        task_rows.append(["mean over tasks", sum(t.items for t in acc.tasks), acc.macro_a, acc.macro_b,
+                          (acc.macro_b or 0) - (acc.macro_a or 0), "", "", "", None])
+        accuracy = (_rows(task_rows, ["task", "items", "A", "B", "B - A", "95% interval", "A only", "B only", "McNemar p"])
+                    + f'<p class="muted">Tasks evaluated by one run only: A {html.escape(", ".join(acc.only_a) or "none")}; '
+                    f'B {html.escape(", ".join(acc.only_b) or "none")}.</p>')
     fa, fb, ca, cb = c.a.frontier, c.b.frontier, c.a.compute, c.b.compute
     side = [
         ["policy", c.a.policy, c.b.policy], ["environment source", c.a.env_source, c.b.env_source],
-        ["version compared", acc.version_a, acc.version_b],
+        ["version compared", acc.version_a if acc else "–", acc.version_b if acc else "–"],
         ["environments (accepted)", f"{ca.environments} ({ca.accepted})", f"{cb.environments} ({cb.accepted})"],
         ["plays", ca.plays, cb.plays], ["policy updates", ca.updates, cb.updates],
         ["completion tokens (agent + hints + designer)", ca.completion_tokens, cb.completion_tokens],
@@ -98,8 +110,7 @@ def render_html(c: Comparison) -> str:
     js = plotly_js_path().read_text(encoding="utf-8")
     body = f"""<h1>spade-engine compare · A {html.escape(c.a.run_id)} vs B {html.escape(c.b.run_id)}</h1>
 <h2>Runs</h2>{_rows(side, ["", "A", "B"])}
-<h2>Held-out accuracy (paired on item ids)</h2>{_rows(task_rows, ["task", "items", "A", "B", "B - A", "95% interval", "A only", "B only", "McNemar p"])}
-<p class="muted">Tasks evaluated by one run only: A {html.escape(", ".join(acc.only_a) or "none")}; B {html.escape(", ".join(acc.only_b) or "none")}.</p>
+<h2>Held-out accuracy (paired on item ids)</h2>{accuracy}
 {charts}"""
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>compare {html.escape(c.a.run_id)} '
             f'{html.escape(c.b.run_id)}</title><style>{_CSS}</style><script>{js}</script></head><body>\n{body}\n</body></html>\n')

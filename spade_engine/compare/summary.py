@@ -31,6 +31,8 @@ from ..recorded import recorded_config_or_default
 
 __all__ = [
     "CompareError",
+    "NotEvaluated",
+    "not_evaluated_hint",
     "TaskComparison",
     "AccuracyComparison",
     "Frontier",
@@ -174,9 +176,14 @@ class RunSummary:
 
 @dataclass
 class Comparison:
+    """Both runs side by side; ``accuracy`` is ``None`` when the runs cannot be compared on
+    held-out items (``accuracy_note`` says why and what to do), while frontier and compute,
+    which need no evaluation, are always there."""
+
     a: RunSummary
     b: RunSummary
-    accuracy: AccuracyComparison
+    accuracy: AccuracyComparison | None
+    accuracy_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         acc = self.accuracy
@@ -185,12 +192,13 @@ class Comparison:
                   "compute": {**asdict(self.a.compute), "completion_tokens": self.a.compute.completion_tokens}},
             "b": {**asdict(self.b), "frontier": {**asdict(self.b.frontier), "in_band_share": self.b.frontier.in_band_share},
                   "compute": {**asdict(self.b.compute), "completion_tokens": self.b.compute.completion_tokens}},
-            "accuracy": {
+            "accuracy": None if acc is None else {
                 "version_a": acc.version_a, "version_b": acc.version_b,
                 "tasks": [{**asdict(t), "label": t.label} for t in acc.tasks],
                 "macro_a": acc.macro_a, "macro_b": acc.macro_b, "micro_a": acc.micro_a, "micro_b": acc.micro_b,
                 "only_a": acc.only_a, "only_b": acc.only_b,
             },
+            "accuracy_note": self.accuracy_note,
         }
 
 
@@ -225,12 +233,29 @@ def _policy_steps(log: EventLog) -> dict[str, int]:
     return steps
 
 
+class NotEvaluated(CompareError):
+    """A run has no held-out evaluation at all."""
+
+
+def not_evaluated_hint(log: EventLog) -> str:
+    """Why a run has no held-out accuracy and what would give it one: the eval command for a run
+    of a model; for a run of the offline simulation, that it has no model to evaluate."""
+    cfg = recorded_config_or_default(log)
+    from ..policy.registry import backend as policy_backend
+
+    if policy_backend(cfg.policy.kind).needs_model and cfg.policy.model:
+        return (f"run {log.run_id} has no held-out evaluation: evaluate it with "
+                f"`spade-engine eval reasoning-gym --run {log.run_id}` (every trained version: --version V)")
+    return (f"run {log.run_id} has no held-out evaluation, and its policy ({cfg.policy.kind}, the offline simulation) "
+            "has no model to evaluate: held-out accuracy compares runs of a model (start --model M)")
+
+
 def _chosen(log: EventLog, version: str) -> tuple[str, dict[tuple[str, str], EvaluationCompleted]]:
     """The version evaluated (``latest``: the newest step with evaluations) and, per task, its
     last EvaluationCompleted in log order."""
     evs = _evaluations(log)
     if not evs:
-        raise CompareError(f"run {log.run_id} has no EvaluationCompleted events (evaluate it: spade-engine eval ... --run {log.run_id})")
+        raise NotEvaluated(not_evaluated_hint(log))
     if version == "latest":
         steps = _policy_steps(log)
         version = max((e.policy_version for e in evs), key=lambda v: (_step_of(v, steps), v))
@@ -339,6 +364,15 @@ def _summary(log: EventLog) -> RunSummary:
 
 
 def compare_runs(log_a: EventLog, log_b: EventLog, *, version_a: str = "latest", version_b: str = "latest") -> Comparison:
-    """Everything ``compare`` shows for runs A and B."""
-    accuracy = paired_accuracy(log_a, log_b, version_a=version_a, version_b=version_b)
-    return Comparison(a=_summary(log_a), b=_summary(log_b), accuracy=accuracy)
+    """Everything ``compare`` shows for runs A and B. A run with no evaluation at all leaves the
+    accuracy out (with a note why); a version asked for that was not evaluated is an error."""
+    accuracy, note = None, None
+    try:
+        accuracy = paired_accuracy(log_a, log_b, version_a=version_a, version_b=version_b)
+    except NotEvaluated as exc:
+        notes = [str(exc)]
+        other = log_b if str(exc).startswith(f"run {log_a.run_id} ") else log_a
+        if not _evaluations(other):
+            notes.append(not_evaluated_hint(other))
+        note = "; ".join(dict.fromkeys(notes))
+    return Comparison(a=_summary(log_a), b=_summary(log_b), accuracy=accuracy, accuracy_note=note)

@@ -9,15 +9,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, bootstrap_or_env, handle_errors, open_run
+from ..cli_app import command_group
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, locate, open_run
 from ..textout import aside, note, print_json, table
 from ..errors import SpadeError
 from ..events.backends import driver_backends, log_backend
-from ..events.store import DataDir, resolve_data_dir
+from ..events.store import DataDir, open_event_log, resolve_data_dir
 from .runner import EmbeddedRunner
 from .stats import SNAPSHOT_NAME, RunStatsProjection, load_summary
 
-app = typer.Typer(help="Run the projections (read models) of a run's event log.", no_args_is_help=True)
+app = command_group(help="Run the projections (read models) of a run's event log.", no_args_is_help=True)
 
 DriverOpt = Annotated[
     str,
@@ -47,12 +48,14 @@ def run(
         typer.Option("--stall-s", help="faust driver: restart the worker when records wait and its commits stop moving this long."),
     ] = 60.0,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Feed the run's events to its projections (per-run statistics), from their committed position."""
     root = resolve_data_dir(data_dir)
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    where = locate(run, root, backend, bootstrap)
+    run_id, backend, boot = where.run_id, where.backend, where.bootstrap
+    log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=boot)
     if driver == "auto":
         driver = log_backend(backend).consumer_driver
     if driver not in ("embedded", "faust"):
@@ -82,7 +85,7 @@ def run(
         from .faust_app import supervise_stats
 
         applied, restarts = supervise_stats(
-            bootstrap_or_env(bootstrap) or "", run_id, str(stats.path), idle_exit_s=until_idle, stall_s=stall_s
+            boot or "", run_id, str(stats.path), idle_exit_s=until_idle, stall_s=stall_s
         )
         if restarts:
             note(f"the faust worker was restarted {restarts} time(s)")
@@ -97,7 +100,7 @@ def stats(
     run: RunArg = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Print the per-run statistics projection: counts by type (a table on a terminal, TSV in a

@@ -34,7 +34,11 @@ class EmbeddedRunner:
     """Run projections over one log in this process.
 
     ``catch_up()`` applies everything now in the log and returns; ``run(stop)`` keeps following.
-    Flushes every ``flush_every`` records or ``flush_interval_s`` seconds, and at the end.
+    Flushes every ``flush_every`` records or ``flush_interval_s`` seconds, and at the end of each
+    call; with ``lazy_flush`` a ``catch_up`` that applied fewer records since the last flush, within
+    the interval, leaves the flush to a later call or to :meth:`flush` (a caller that catches up
+    after every event, as the engine does, then flushes projections and commits offsets about every
+    ``flush_interval_s`` instead of once per event).
     ``run`` rides out an unavailable log (:class:`EventLogError`, e.g. a Kafka broker restarting)
     for up to ``retry_for_s`` seconds, resuming from the cursors it has applied.
     """
@@ -49,6 +53,7 @@ class EmbeddedRunner:
         commit_offsets: bool = True,
         retry_for_s: float = 300.0,
         retry_backoff_s: float = 1.0,
+        lazy_flush: bool = False,
     ):
         self.log = log
         self.projections = list(projections)
@@ -57,6 +62,9 @@ class EmbeddedRunner:
         self.commit_offsets = commit_offsets
         self.retry_for_s = retry_for_s
         self.retry_backoff_s = retry_backoff_s
+        self.lazy_flush = lazy_flush
+        self._unflushed = 0  # records applied since the last flush
+        self._last_flush = time.monotonic()
         self.cursors: dict[str, Cursor] = {}
         for proj in self.projections:
             # the projection's own snapshot is authoritative; the group offset is for tooling
@@ -73,10 +81,11 @@ class EmbeddedRunner:
             return {}
         return {p: min(c.get(p, 0) for c in starts) for p in partitions}
 
-    def _feed(self, records: Iterable) -> int:
+    def _due(self) -> bool:
+        return self._unflushed >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_interval_s
+
+    def _feed(self, records: Iterable, *, lazy: bool = False) -> int:
         n = 0
-        since_flush = 0
-        last_flush = time.monotonic()
         for rec in records:
             for proj in self.projections:
                 cur = self.cursors[proj.name]
@@ -86,12 +95,10 @@ class EmbeddedRunner:
                 self.cursors[proj.name] = advance(cur, rec)
             n += 1
             self.applied += 1
-            since_flush += 1
-            if since_flush >= self.flush_every or time.monotonic() - last_flush >= self.flush_interval_s:
+            self._unflushed += 1
+            if self._due():
                 self.flush()
-                since_flush = 0
-                last_flush = time.monotonic()
-        if n:
+        if self._unflushed and (not lazy or self._due()):
             self.flush()
         return n
 
@@ -99,6 +106,8 @@ class EmbeddedRunner:
         """Write every projection's state with its cursor, then commit the group offsets. A full
         disk is :class:`~spade_engine.errors.DiskFull` naming the projection (not a traceback
         of the database driver)."""
+        self._unflushed = 0
+        self._last_flush = time.monotonic()
         for proj in self.projections:
             cur = self.cursors[proj.name]
             try:
@@ -112,7 +121,7 @@ class EmbeddedRunner:
 
     def catch_up(self) -> int:
         """Apply every record now in the log; return how many were read."""
-        return self._feed(self.log.read(self._start_cursor()))
+        return self._feed(self.log.read(self._start_cursor()), lazy=self.lazy_flush)
 
     def run(
         self,

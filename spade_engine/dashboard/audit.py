@@ -392,12 +392,12 @@ def print_summary(a: Audit, console: Any = None, *, max_rows: int = 20) -> None:
             aside(f"({len(rows) - len(shown)} earlier rows of {title} in the report)")
 
     table("difficulty by window and skill", a.series,
-          [("window", "win"), ("skill", "skill"), ("environments", "envs"), ("validation_pass_rate", "pass"),
+          [("window", "window"), ("skill", "skill"), ("environments", "envs"), ("validation_pass_rate", "pass rate"),
            ("novelty", "novelty"), ("win_rate_plain", "win plain"), ("win_rate_hinted", "win hinted"),
            ("regret", "regret"), ("designer_reward", "reward")])
     table("rejection reasons", a.rejections, [("error_kind", "error kind"), ("failed_check", "failed check"), ("count", "n")])
     table(f"frontier-band occupancy (band [{a.band[0]}, {a.band[1]}])", [r for r in a.frontier if r["skill"] == "*"],
-          [("window", "win"), ("estimated", "estimated"), *[(b, b) for b in BUCKETS], ("in_band_share", "in band")])
+          [("window", "window"), ("estimated", "estimated"), *[(b, b) for b in BUCKETS], ("in_band_share", "in band share")])
     table("top-regret environments", a.top_regret,
           [("env_id", "env"), ("skill", "skill"), ("regret", "regret"), ("win_rate_plain", "win plain"),
            ("designer_reward", "reward"), ("parents", "memory examples"), ("repair_chain", "repair of")])

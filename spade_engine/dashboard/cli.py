@@ -5,20 +5,19 @@ learning)."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, check_backend, handle_errors, open_run
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, locate, open_run
 from ..textout import note
 from ..errors import SpadeError
-from ..events.store import resolve_data_dir, resolve_run
+from ..events.store import resolve_data_dir
 from .security import allowed_hosts
 
-__all__ = ["register", "dashboard_cmd", "audit_cmd", "is_loopback", "bind_socket"]
+__all__ = ["dashboard_cmd", "audit_cmd", "is_loopback", "bind_socket"]
 
 
 class DashboardError(SpadeError):
@@ -55,7 +54,7 @@ def dashboard_cmd(
                           "patterns; loopback names and the bound address are always allowed)."),
     ] = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Serve a live web dashboard of a run (counters, difficulty charts by environment with rolling
@@ -65,7 +64,6 @@ def dashboard_cmd(
 
     from .app import create_app
 
-    check_backend(backend)
     if not is_loopback(host) and not token:
         raise DashboardError(
             f"refusing to bind {host} without a token: pass --token or set SPADE_DASHBOARD_TOKEN "
@@ -80,8 +78,8 @@ def dashboard_cmd(
         if "*" in pattern[1:] or (pattern.startswith("*") and pattern != "*" and not pattern.startswith("*.")):
             raise DashboardError(f"--allow-host {pattern!r}: a wildcard may only lead a domain, as in '*.example.org'")
     root = resolve_data_dir(data_dir)
-    boot = bootstrap or os.environ.get("SPADE_KAFKA_BOOTSTRAP")
-    run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
+    where = locate(run, root, backend, bootstrap)
+    run_id, backend, boot = where.run_id, where.backend, where.bootstrap
     sock = bind_socket(host, port)  # a busy port fails here, before any URL is printed
     try:
         app = create_app(root, run_id, token, backend=backend, bootstrap=boot, server_process=True, window=window,
@@ -138,7 +136,7 @@ def audit_cmd(
     ] = None,
     window: Annotated[Optional[int], typer.Option("--window", help="Environments per window.", show_default=False)] = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Write a self-contained HTML report, CSV tables and a terminal summary of a run: difficulty
@@ -159,9 +157,3 @@ def audit_cmd(
     files = write_audit(audit, target)
     print_summary(audit)
     note(f"wrote {', '.join(str(f) for f in files)}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add `dashboard` and `audit` to the main CLI."""
-    app.command("dashboard")(dashboard_cmd)
-    app.command("audit")(audit_cmd)

@@ -4,7 +4,10 @@ curves from ``PolicyUpdated`` metrics.
 * :func:`env_curves` puts each environment at its index in proposal order (the order the
   difficulty series windows by: proposal time, then env id; index 0 is the first environment of
   the run) and gives, per metric and per group (``"*"`` for all skills, then each skill), the
-  environment's own value and the rolling mean of the last ``window`` values of that group.
+  environment's own value, the rolling mean of the last ``window`` values of that group and the
+  95% interval of that mean (``lo``/``hi``: mean ± 1.96 standard errors of the window's values,
+  kept within [0, 1] for rates and novelty; one value alone has no spread, so its interval is
+  the value itself): the band the charts shade around the mean.
   An environment without a value for a metric (not validated, never played) adds no point and
   does not count towards the window. ``validation_pass_rate`` is 1 for a valid environment and 0
   for an invalid one, so its rolling mean is the pass rate of the last ``window`` validated ones.
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CURVE_METRICS", "env_order", "env_column", "rolling_mean", "thin", "env_curves", "training_curves",
+__all__ = ["CURVE_METRICS", "UNIT_METRICS", "env_order", "env_column", "rolling_mean", "rolling_interval", "thin", "env_curves", "training_curves",
            "training_metric_order", "evaluation_curves", "version_steps", "MAX_POINTS"]
 
 #: the difficulty metrics charted per environment (same keys and labels as the windowed series)
@@ -65,6 +68,24 @@ def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
+def rolling_interval(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 95% interval of each rolling mean (:func:`rolling_mean`): mean ± 1.96 · s / √n over the
+    same ``n`` values, ``s`` their sample standard deviation (0 for a single value)."""
+    mean = rolling_mean(values, window)
+    c2 = np.concatenate(([0.0], np.cumsum(values * values, dtype=np.float64)))
+    idx = np.arange(1, len(values) + 1)
+    lo = np.maximum(idx - window, 0)
+    n = (idx - lo).astype(np.float64)
+    sq = (c2[idx] - c2[lo]) - n * mean * mean
+    var = np.where(n > 1, np.maximum(sq, 0.0) / np.maximum(n - 1, 1), 0.0)
+    half = 1.96 * np.sqrt(var / n)
+    return mean - half, mean + half
+
+
+#: metrics whose values lie in [0, 1] (their intervals are kept there)
+UNIT_METRICS = ("win_rate_plain", "win_rate_hinted", "validation_pass_rate", "novelty")
+
+
 def thin(n: int, max_points: int) -> np.ndarray:
     """Indices of the points kept out of ``n``: all when ``n <= max_points``, else every k-th
     counted back from the last (so the newest point is always shown)."""
@@ -99,17 +120,22 @@ def env_curves(envs: Mapping[str, Mapping[str, Any]], window: int, *, max_points
             col = columns[metric]
             at = np.flatnonzero(members & ~np.isnan(col))
             if not len(at):
-                curves[metric] = {"x": [], "y": [], "mean": [], "ids": [], "n": 0}
+                curves[metric] = {"x": [], "y": [], "mean": [], "lo": [], "hi": [], "ids": [], "n": 0}
                 latest[group][metric] = None
                 continue
             y = col[at]
             mean = rolling_mean(y, window)
+            lo, hi = rolling_interval(y, window)
+            if metric in UNIT_METRICS:
+                lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
             keep = thin(len(at), max_points)
             thinned = thinned or len(keep) < len(at)
             curves[metric] = {
                 "x": at[keep].tolist(),
                 "y": _round(y[keep]),
                 "mean": _round(mean[keep]),
+                "lo": _round(lo[keep]),
+                "hi": _round(hi[keep]),
                 "ids": [ids[k] for k in at[keep]],
                 "n": int(len(at)),
             }

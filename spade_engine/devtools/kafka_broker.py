@@ -3,7 +3,10 @@
 There is no Docker here, and Apache's download site may be unreachable, but Maven Central is: the
 broker is assembled from the ``org.apache.kafka:kafka_2.13`` jars (plus the log4j2 SLF4J binding
 its POM leaves out) fetched with ``mvn dependency:copy-dependencies`` into a cache folder
-(``<repo>/.cache/kafka/<version>/libs``, or ``$SPADE_KAFKA_CACHE``). A second fetch reuses it.
+(:func:`default_cache_dir`: ``$SPADE_KAFKA_CACHE``, else the user-wide
+``$XDG_CACHE_HOME/spade-engine/kafka``, ``~/.cache/spade-engine/kafka`` by default; a checkout's
+``.cache/kafka`` from earlier versions is still used when it holds the jars). A second fetch
+reuses it.
 
 :class:`KafkaBroker` formats a storage directory (``kafka.tools.StorageTool``), starts
 ``kafka.Kafka`` with a small heap on free 127.0.0.1 ports, waits until it answers metadata
@@ -34,6 +37,7 @@ __all__ = [
     "BrokerError",
     "KafkaBroker",
     "default_cache_dir",
+    "CACHE_ENV",
     "fetch",
     "free_port",
     "stop_detached",
@@ -85,19 +89,28 @@ class BrokerError(RuntimeError):
     """The broker could not be fetched, formatted, started or stopped."""
 
 
-def default_cache_dir() -> Path:
-    """``$SPADE_KAFKA_CACHE``, else ``<repo>/.cache/kafka`` (a git-ignored folder)."""
-    env = os.environ.get("SPADE_KAFKA_CACHE")
+#: the environment variable naming the jar cache
+CACHE_ENV = "SPADE_KAFKA_CACHE"
+
+
+def default_cache_dir(version: str = KAFKA_VERSION) -> Path:
+    """Where the broker's jars live: ``$SPADE_KAFKA_CACHE``; else a source checkout's
+    ``.cache/kafka`` when it already holds this version's jars (fetched by an earlier version of
+    ``scripts/kafka_broker.py``); else the user-wide ``$XDG_CACHE_HOME/spade-engine/kafka``."""
+    from ..cachedirs import user_cache_dir
+
+    env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    if (_REPO_ROOT / "pyproject.toml").exists():
-        return _REPO_ROOT / ".cache" / "kafka"
-    return Path.home() / ".cache" / "spade-engine" / "kafka"
+    legacy = _REPO_ROOT / ".cache" / "kafka"
+    if (_REPO_ROOT / "pyproject.toml").exists() and (legacy / version / ".complete").exists():
+        return legacy
+    return user_cache_dir("kafka")
 
 
 def fetch(cache_dir: str | Path | None = None, *, version: str = KAFKA_VERSION, quiet: bool = True) -> Path:
     """The folder of broker jars, fetched from Maven Central on first use; returns ``.../libs``."""
-    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    root = Path(cache_dir) if cache_dir else default_cache_dir(version)
     home = root / version
     libs = home / "libs"
     done = home / ".complete"

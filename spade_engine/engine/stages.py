@@ -36,6 +36,7 @@ import msgspec
 import numpy as np
 
 from ..archive.examples import MemoryExamples
+from ..archive.novelty import novelty_of
 from ..config import EngineConfig, RewardConfig
 from ..events.catalogue import (
     EnvironmentProposed,
@@ -629,7 +630,7 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
         vec = vecs[valid.index(i)]
         novelty, nearest = ctx.memory.novelty(vec)
         for other_id, other in batch_vecs:  # earlier accepted proposals of this batch
-            n = float(1.0 - float(np.dot(vec, other)))
+            n = novelty_of(float(np.dot(vec, other)))
             if n < novelty:
                 novelty, nearest = n, other_id
         threshold = ctx.cfg.memory.novelty_threshold

@@ -238,8 +238,22 @@ class RunState:
                 return st.env_id
         return None
 
-    def stats(self, band: tuple[float, float] = (0.4, 0.6)) -> dict[str, Any]:
-        """Summary of the run for progress displays and ``status``."""
+    def recorded_band(self) -> tuple[float, float]:
+        """The win-rate band the run recorded (``reward.band_low``/``band_high`` of its first
+        RunStarted), else the default one."""
+        reward = (self.config or {}).get("reward")
+        low, high = 0.4, 0.6
+        if isinstance(reward, dict):
+            try:
+                low, high = float(reward.get("band_low", low)), float(reward.get("band_high", high))
+            except (TypeError, ValueError):
+                pass
+        return low, high
+
+    def stats(self, band: tuple[float, float] | None = None) -> dict[str, Any]:
+        """Summary of the run for progress displays and ``status``; ``band`` (default: the run's
+        recorded band) is the one the in-band share uses and ``band`` in the result names."""
+        band = self.recorded_band() if band is None else band
         props = self.proposed()
         validated = [s for s in props if s.validated is not None]
         valid = [s for s in validated if s.validated.valid]  # type: ignore[union-attr]
@@ -292,6 +306,7 @@ class RunState:
             "estimated": len(est),
             "mean_regret": mean(regrets) if regrets else None,
             "mean_win_rate": mean(wins) if wins else None,
+            "band": [float(band[0]), float(band[1])],
             "band_share": (sum(1 for w in wins if in_band(w, *band)) / len(wins)) if wins else None,
             "policy_version": self.policy_updates[-1].version if self.policy_updates else "v0",
             "skills": skills,

@@ -38,7 +38,7 @@ from typing import Any
 from ..errors import SpadeError
 from ..events.catalogue import DocumentRef
 from ..evaluation.seeds import check_training_seeds, training_dataset_seed
-from ..evaluation.suites import parse_suite, reasoning_gym_version
+from ..evaluation.suites import import_reasoning_gym, parse_suite, reasoning_gym_version
 from .scorer import EMBEDDED_SOURCE, SCORER_VERSION, answers_match, extract_answer
 
 __all__ = ["PoolItem", "Pool", "PoolError", "build_pool", "render_env", "class_name_for", "scorer_agreement", "INSTRUCTION"]
@@ -216,7 +216,7 @@ def build_pool(
 
     ``exclude_eval`` = ``(suites, size, seed)`` of the run's ``[eval]`` section: training items
     asking an evaluation item's question are dropped."""
-    import reasoning_gym
+    reasoning_gym = import_reasoning_gym()
 
     spec = parse_suite("reasoning-gym:" + ",".join(tasks))  # checks names (close matches in errors)
     generator = f"reasoning-gym {reasoning_gym_version()}"
@@ -268,7 +268,7 @@ def scorer_agreement(task: str, *, size: int = 20, seed: int = 0) -> dict[str, A
     """How the embedded scorer agrees with the task's verifier (trusted side, training seeds):
     on each item's boxed oracle answer, and on the oracle answers of the task's other items
     (plausible wrong answers). Returns counts of both kinds of disagreement."""
-    import reasoning_gym
+    reasoning_gym = import_reasoning_gym()
 
     base = training_dataset_seed(seed, task, size)
     ds = reasoning_gym.create_dataset(task, size=size, seed=base)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, console, handle_errors, open_run
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, console, handle_errors, locate, new_run_place, open_run
 from ..textout import aside, note, plain, print_json, table
 from ..errors import ConfigError
 
@@ -79,7 +79,10 @@ def _run_model(log: Any) -> str:
     cfg = recorded_config_or_default(log)
     if backend(cfg.policy.kind).needs_model and cfg.policy.model:
         return cfg.policy.model
-    raise ConfigError(f"run {log.run_id} records no model to evaluate (a {cfg.policy.kind} policy): pass --model")
+    raise ConfigError(
+        f"run {log.run_id} records no model to evaluate: its policy is {cfg.policy.kind} (the offline simulation); "
+        "evaluate a model with --model M"
+    )
 
 
 class _Progress:
@@ -164,7 +167,7 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Score a policy on held-out suites: accuracy per task with a 95% Wilson interval, greedy or
@@ -180,10 +183,11 @@ def eval_command(
     from .runner import EvalSettings, evaluate, policy_info
     from .suites import archive_tasks, parse_suite, reasoning_gym_tasks
 
-    b = check_backend(backend)
-    boot = bootstrap_or_env(bootstrap)
     root = resolve_data_dir(data_dir)
-    specs = [parse_suite(s) for s in suites]
+    b, boot = new_run_place(backend, bootstrap)  # where results go without a run
+    if run is not None:  # the evaluated run's log, where its data directory remembers it lives
+        where = locate(run, root, backend, bootstrap)
+        b, boot = where.backend, where.bootstrap
     if model is None and run is None:
         raise ConfigError("give a policy: --model M, or --run R [--version V]")
     temp = temperature if temperature is not None else (0.0 if samples == 1 else DEFAULT_SAMPLING_TEMPERATURE)
@@ -206,6 +210,7 @@ def eval_command(
         finally:
             log.close()
 
+    specs = [parse_suite(s) for s in suites]  # a bad suite before a model is loaded (after the run's checks: cheap)
     tasks = []
     for spec in specs:
         if spec.kind == "reasoning-gym":

@@ -38,9 +38,9 @@ def extract_answer(text: str) -> str | None:
     boxed = parse_boxed(text)
     if boxed is not None:
         return boxed
-    from reasoning_gym.utils import extract_answer as rg_extract
+    from .suites import import_reasoning_gym
 
-    return rg_extract(text)
+    return import_reasoning_gym().utils.extract_answer(text)
 
 
 def score_reasoning_gym(dataset: Any, answer: str | None, entry: dict[str, Any]) -> tuple[float, bool]:

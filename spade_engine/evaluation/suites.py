@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "archive_tasks",
     "reasoning_gym_version",
     "describe_tasks",
+    "import_reasoning_gym",
 ]
 
 #: reasoning-gym tasks of ``reasoning-gym`` with no task list: one or two per category, each
@@ -114,12 +116,23 @@ class EvalTask:
         return f"{self.suite}/{self.task}"
 
 
-def _registry() -> dict[str, Any]:
+def import_reasoning_gym() -> Any:
+    """The ``reasoning_gym`` package, imported without the ``SyntaxWarning`` lines some of its
+    dependencies (cellpylib: ``is`` with a literal) print while Python compiles them, which would
+    otherwise precede every ``eval``'s output; warnings of our own code are untouched."""
     try:
-        from reasoning_gym.factory import DATASETS
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            import reasoning_gym
+            import reasoning_gym.factory  # noqa: F401 - the datasets register themselves here
+            import reasoning_gym.utils  # noqa: F401
     except ImportError as exc:  # pragma: no cover - a dependency of the package
         raise SuiteError(f"reasoning-gym is not installed (pip install reasoning-gym): {exc}") from None
-    return DATASETS
+    return reasoning_gym
+
+
+def _registry() -> dict[str, Any]:
+    return import_reasoning_gym().factory.DATASETS
 
 
 def reasoning_gym_version() -> str:
@@ -167,7 +180,7 @@ def _jsonable(obj: Any) -> Any:
 
 def reasoning_gym_tasks(spec: SuiteSpec, *, size: int | None, seed: int) -> list[EvalTask]:
     """Generate every task's items (deterministic for ``seed``; seeds in the evaluation range)."""
-    import reasoning_gym
+    reasoning_gym = import_reasoning_gym()
 
     n = DEFAULT_SIZE if size is None else size
     generator = f"reasoning-gym {reasoning_gym_version()}"

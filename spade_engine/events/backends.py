@@ -19,7 +19,10 @@ from typing import Any
 from .errors import EventLogError, RunNotFound
 from .log import EventLog
 
-__all__ = ["LogBackend", "BACKENDS", "backend_names", "log_backend", "reopen_log", "driver_backends"]
+__all__ = [
+    "LogBackend", "BACKENDS", "backend_names", "log_backend", "reopen_log", "driver_backends", "default_backend",
+    "bootstrap_backend",
+]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,12 @@ class LogBackend:
     #: ``embedded`` (read through the EventLog, any backend) or ``faust`` (a stream processor on the
     #: backend's Kafka topics)
     consumer_driver: str = "embedded"
+    #: whether the log lives in the run's directory (else the directory remembers where it lives,
+    #: ``log.json``, when the run is created, so later commands on it need no flags)
+    in_data_dir: bool = False
+    #: whether the backend is reached at a bootstrap address (``--bootstrap``): the backend a
+    #: bootstrap given without ``--backend`` selects
+    takes_bootstrap: bool = False
 
 
 def _sqlite_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
@@ -94,7 +103,12 @@ def _kafka_class() -> Any:
 def _kafka_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
     if not bootstrap:
         raise EventLogError("the kafka backend needs --bootstrap HOST:PORT (or SPADE_KAFKA_BOOTSTRAP)")
-    return _kafka_class()(bootstrap, run_id, create=create, partitions=partitions)
+    log = _kafka_class()(bootstrap, run_id, create=create, partitions=partitions)
+    if create:  # the data directory remembers where the run's log lives
+        from .datadir import DataDir, RunLogPlace
+
+        DataDir(data_dir).remember_place(run_id, RunLogPlace("kafka", bootstrap))
+    return log
 
 
 def _kafka_list(*, data_dir: Path, bootstrap: str | None) -> list[str]:
@@ -123,9 +137,9 @@ BACKENDS: dict[str, LogBackend] = {
     b.name: b
     for b in (
         LogBackend("sqlite", _sqlite_open, _sqlite_list, _sqlite_reopen, "embedded default: one SQLite file per run",
-                   remove=_sqlite_remove, resolve=_sqlite_resolve),
+                   remove=_sqlite_remove, resolve=_sqlite_resolve, in_data_dir=True),
         LogBackend("kafka", _kafka_open, _kafka_list, _kafka_reopen, "Apache Kafka: one topic per run", remove=_kafka_remove,
-                   consumer_driver="faust"),
+                   consumer_driver="faust", takes_bootstrap=True),
     )
 }
 
@@ -141,6 +155,16 @@ def log_backend(name: str) -> LogBackend:
     if found is None:
         raise EventLogError(f"unknown backend {name!r} (expected {' or '.join(BACKENDS)})")
     return found
+
+
+def default_backend() -> str:
+    """The backend of a run nothing else chooses one for (the first registered: embedded)."""
+    return next(iter(BACKENDS))
+
+
+def bootstrap_backend() -> str:
+    """The backend a bootstrap address given without a backend selects."""
+    return next(b.name for b in BACKENDS.values() if b.takes_bootstrap)
 
 
 def reopen_log(backend: str, args: Mapping[str, Any]) -> EventLog:

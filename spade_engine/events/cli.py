@@ -6,19 +6,20 @@ import base64
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.text import Text
 
+from ..cli_app import command_group
 from ..cli_common import (
     BackendOpt,
     BootstrapOpt,
     DataDirOpt,
     RunArg,
-    bootstrap_or_env,
-    check_backend,
     handle_errors,
+    locate,
+    new_run_place,
     open_run,
 )
 from ..errors import SpadeError
@@ -28,9 +29,9 @@ from ..textout import is_terminal, json_line_bytes, json_text, note, print_json,
 from .importer import RunImported, apply_import
 from .jsonl import DEFAULT_MAX_EVENT_BYTES, ImportFailed, export_jsonl, parse_jsonl
 from .log import Record
-from .store import resolve_data_dir
+from .store import DataDir, resolve_data_dir
 
-app = typer.Typer(help="Inspect and move a run's event log.", no_args_is_help=True)
+app = command_group(help="Inspect and move a run's event log.", no_args_is_help=True)
 
 
 def summarize(rec: Record) -> str:
@@ -109,7 +110,7 @@ def tail(
     type_: Annotated[Optional[list[str]], typer.Option("--type", "-t", help="Only these event types.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the canonical JSON envelopes, one per line.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Show the last events of a run, one line each, and with --follow keep showing new ones."""
@@ -123,6 +124,10 @@ def tail(
             if wanted and rec.envelope.type not in wanted:
                 continue
             recent.append(rec)
+        if len(end) > 1:
+            # several partitions (Kafka) are read one after another: the newest events of the run
+            # are the latest by time across them (stable: each partition keeps its own order)
+            recent.sort(key=lambda r: r.envelope.occurred_at)
         for rec in recent[-lines:] if lines > 0 else []:
             _print_record(rec, as_json)
         if follow:
@@ -142,7 +147,7 @@ def count(
     run: RunArg = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Count a run's events by type (a table on a terminal, TSV in a pipe). On Kafka every record
@@ -175,11 +180,19 @@ def count(
 def export(
     run: RunArg = None,
     out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write here instead of standard output.")] = None,
+    salvage: Annotated[bool, typer.Option("--salvage", help="Read a damaged embedded log (truncated, corrupt) page by page: export every intact event and say what was lost.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
-    """Export a run as JSON Lines (one canonical envelope per line) to stdout or --out FILE."""
+    """Export a run as JSON Lines (one canonical envelope per line) to stdout or --out FILE.
+
+    With --salvage, a log SQLite refuses (a truncated copy) is read from its pages: the intact
+    events are exported in log order and a summary on stderr says which offsets were lost; the
+    file itself is not changed. Import the result into a fresh data directory to go on."""
+    if salvage:
+        _salvage(run, out_file, data_dir, backend, bootstrap)
+        return
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
         if out_file is None:
@@ -195,6 +208,33 @@ def export(
     note(f"exported {n} events of {run_id}")
 
 
+def _salvage(run: str | None, out_file: Path | None, data_dir: Path | None, backend: str | None, bootstrap: str | None) -> None:
+    from .backends import log_backend
+    from .sqlite.salvage import salvage_log
+
+    root = resolve_data_dir(data_dir)
+    where = locate(run, root, backend, bootstrap)
+    if not log_backend(where.backend).in_data_dir:
+        raise SpadeError(f"--salvage reads an embedded log file; run {where.run_id} lives on {where.backend}: "
+                         "`events export` reads it as it is")
+    report = salvage_log(DataDir(root).log_path(where.run_id), where.run_id)
+
+    def write(fh: Any) -> None:
+        for rec in report.records:
+            fh.write(rec.raw)
+            fh.write(b"\n")
+
+    if out_file is None:
+        write(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    else:
+        tmp = out_file.with_name(out_file.name + ".part")
+        with open(tmp, "wb") as fh:
+            write(fh)
+        tmp.replace(out_file)
+    note(f"salvaged {where.run_id}: {report.summary()}")
+
+
 @app.command("import")
 @handle_errors
 def import_(
@@ -207,7 +247,7 @@ def import_(
                           help="Refuse a line (one event) longer than this many bytes.")
     ] = DEFAULT_MAX_EVENT_BYTES,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Import JSON Lines envelopes into their runs' logs: every run of the file or none (unless
@@ -216,7 +256,7 @@ def import_(
     Events already in the log (same event_id, same content) are skipped, so importing twice is
     harmless; the same event_id with other content is an error naming the line.
     """
-    b = check_backend(backend)
+    b, boot = new_run_place(backend, bootstrap)
     root = resolve_data_dir(data_dir)
     if file == "-":
         report = parse_jsonl(sys.stdin.buffer, max_event_bytes=max_event_bytes)
@@ -236,7 +276,7 @@ def import_(
         note(f"run {r.run_id}{created}: {r.new} new events ({r.events - r.new} already present)")
 
     apply_import(
-        report, backend=b, data_dir=root, bootstrap=bootstrap_or_env(bootstrap), skip_invalid=skip_invalid,
+        report, backend=b, data_dir=root, bootstrap=boot, skip_invalid=skip_invalid,
         source=str(file), on_run=done,
     )
     if report.repeats:
@@ -282,7 +322,7 @@ def dead_letters(
     run: RunArg = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per dead letter and line.")] = False,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """List input that could not be decoded, with the reason it was rejected and where it came

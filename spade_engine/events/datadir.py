@@ -4,6 +4,8 @@ Data directory resolution is the same for every command: ``--data-dir``, then th
 ``SPADE_DATA`` environment variable, then ``./spade-data``. Layout::
 
     <data>/runs/<run_id>/events.sqlite     embedded event log of the run
+    <data>/runs/<run_id>/log.json          where the log of a run kept elsewhere lives (backend,
+                                           bootstrap), so later commands on the run need no flags
     <data>/runs/<run_id>/...               projections, snapshots (archive.sqlite, memory/...)
     <data>/blobs/sha256/ab/<hex>           content-addressed blobs (checkpoints, token traces)
 
@@ -13,6 +15,7 @@ greatest id.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from dataclasses import dataclass
@@ -23,9 +26,22 @@ from ..errors import SpadeError
 from .errors import RunNotFound
 from .sqlite.log import LOG_FILENAME
 
-__all__ = ["DEFAULT_DATA_DIR", "resolve_data_dir", "check_data_dir", "DataDirError", "new_run_id", "DataDir"]
+__all__ = [
+    "DEFAULT_DATA_DIR", "resolve_data_dir", "check_data_dir", "DataDirError", "new_run_id", "DataDir", "RunLogPlace",
+    "PLACE_FILENAME",
+]
 
 DEFAULT_DATA_DIR = "spade-data"
+#: in a run's directory: where its log lives when that is not the directory itself (Kafka)
+PLACE_FILENAME = "log.json"
+
+
+@dataclass(frozen=True)
+class RunLogPlace:
+    """Where a run's log lives: its backend and, for a broker, the bootstrap address."""
+
+    backend: str
+    bootstrap: str | None = None
 
 
 class DataDirError(SpadeError):
@@ -93,6 +109,45 @@ class DataDir:
             return []
         return sorted(p.name for p in self.runs_dir.iterdir() if (p / LOG_FILENAME).exists())
 
+    def known_runs(self) -> list[str]:
+        """Run ids this directory knows, oldest first: those with an embedded log and those whose
+        log lives elsewhere (``log.json``)."""
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(
+            p.name for p in self.runs_dir.iterdir() if (p / LOG_FILENAME).exists() or (p / PLACE_FILENAME).exists()
+        )
+
+    def resolve_known(self, run_id: str | None) -> str:
+        """Like :meth:`resolve`, over :meth:`known_runs` (embedded logs and remembered places)."""
+        return self._resolve(run_id, self.known_runs())
+
+    def remember_place(self, run_id: str, place: RunLogPlace) -> None:
+        """Write ``log.json`` for a run whose log lives elsewhere (atomically; kept when unchanged)."""
+        if self.place(run_id) == place:
+            return
+        d = self.run_dir(run_id)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{PLACE_FILENAME}.{os.getpid()}"
+        tmp.write_text(json.dumps({"backend": place.backend, "bootstrap": place.bootstrap}, sort_keys=True) + "\n")
+        os.replace(tmp, d / PLACE_FILENAME)
+
+    def place(self, run_id: str) -> RunLogPlace | None:
+        """Where the run's log lives, as ``log.json`` remembers it; ``None`` when there is no such
+        file (an embedded run, or a run this directory does not know)."""
+        path = self.run_dir(run_id) / PLACE_FILENAME
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise DataDirError(f"{path} is unreadable ({exc}): pass --backend and --bootstrap, or delete it") from None
+        if not isinstance(data, dict) or not isinstance(data.get("backend"), str) or not (
+            data.get("bootstrap") is None or isinstance(data.get("bootstrap"), str)
+        ):
+            raise DataDirError(f"{path} does not say where the run's log lives: pass --backend and --bootstrap, or delete it")
+        return RunLogPlace(data["backend"], data.get("bootstrap"))
+
     def latest_run(self) -> str:
         runs = self.runs()
         if not runs:
@@ -101,9 +156,13 @@ class DataDir:
 
     def resolve(self, run_id: str | None) -> str:
         """``run_id`` if given and present (a unique prefix is accepted), else the latest run."""
+        return self._resolve(run_id, self.runs())
+
+    def _resolve(self, run_id: str | None, runs: list[str]) -> str:
         if run_id is None:
-            return self.latest_run()
-        runs = self.runs()
+            if not runs:
+                raise RunNotFound(f"no runs in {self.root} (start one with `spade-engine start`)")
+            return runs[-1]
         if run_id in runs:
             return run_id
         matches = [r for r in runs if r.startswith(run_id)]

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .backends import log_backend
-from .datadir import DEFAULT_DATA_DIR, DataDir, new_run_id, resolve_data_dir
+from dataclasses import dataclass
+
+from .backends import bootstrap_backend, default_backend, log_backend
+from .datadir import DEFAULT_DATA_DIR, DataDir, RunLogPlace, new_run_id, resolve_data_dir
 from .errors import RunNotFound
 from .log import EventLog
 
-__all__ = ["resolve_data_dir", "new_run_id", "DataDir", "DEFAULT_DATA_DIR", "open_event_log", "Backend", "list_runs", "resolve_run"]
+__all__ = [
+    "resolve_data_dir", "new_run_id", "DataDir", "DEFAULT_DATA_DIR", "open_event_log", "Backend", "list_runs", "resolve_run",
+    "RunLocation", "locate_run", "new_run_backend", "remember_run_place",
+]
 
 Backend = str
 """A registered backend name (:mod:`spade_engine.events.backends`)."""
@@ -53,3 +58,70 @@ def resolve_run(
     if len(matches) != 1:
         raise RunNotFound(f"no unique run {run_id!r} on the {backend} backend")
     return matches[0]
+
+
+@dataclass(frozen=True)
+class RunLocation:
+    """A resolved run and where its log lives."""
+
+    run_id: str
+    backend: Backend
+    bootstrap: str | None
+
+
+def locate_run(
+    run_id: str | None, *, data_dir: Path, backend: Backend | None = None, bootstrap: str | None = None
+) -> RunLocation:
+    """Find a run (an id, a unique prefix, or ``None`` for the latest) and where its log lives.
+
+    ``backend`` and ``bootstrap`` are what the user chose (a flag or the environment), ``None``
+    where nothing was chosen. The data directory knows its runs: an embedded log in the run's
+    directory, or ``log.json`` naming the backend and bootstrap of a log kept elsewhere (written
+    when the run was created). So:
+
+    * no backend chosen: a run this directory knows (the one named, else the latest) is opened
+      where it lives; a given bootstrap replaces the remembered one. With no such run and a
+      bootstrap given, the bootstrap's backend (Kafka) is asked; a bootstrap and no run named
+      asks that backend for its latest run;
+    * a backend chosen: that backend is asked, with the remembered bootstrap of the named run
+      when none is given.
+    """
+    dd = DataDir(data_dir)
+    if backend is None:
+        if run_id is not None or bootstrap is None:
+            try:
+                local = dd.resolve_known(run_id)
+            except RunNotFound:
+                if bootstrap is None:
+                    raise
+            else:
+                place = dd.place(local)
+                if place is None:
+                    return RunLocation(local, default_backend(), None)
+                return RunLocation(local, place.backend, bootstrap or place.bootstrap)
+        backend = bootstrap_backend()
+    log_backend(backend)  # an unknown name: a clear error
+    if bootstrap is None:  # the named (or latest) run's remembered bootstrap, if it lives there
+        try:
+            place = dd.place(dd.resolve_known(run_id))
+        except RunNotFound:
+            place = None
+        if place is not None and place.backend == backend:
+            bootstrap = place.bootstrap
+    found = resolve_run(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
+    return RunLocation(found, backend, bootstrap)
+
+
+def new_run_backend(backend: Backend | None, bootstrap: str | None) -> Backend:
+    """The backend of a run about to be created: the chosen one, else the bootstrap's backend when
+    a bootstrap is given, else the embedded default."""
+    if backend is not None:
+        log_backend(backend)
+        return backend
+    return bootstrap_backend() if bootstrap else default_backend()
+
+
+def remember_run_place(run_id: str, *, data_dir: Path, backend: Backend, bootstrap: str | None) -> None:
+    """Record in the data directory where a run's log lives, when it is not the directory itself."""
+    if not log_backend(backend).in_data_dir:
+        DataDir(data_dir).remember_place(run_id, RunLogPlace(backend, bootstrap))

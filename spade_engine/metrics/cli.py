@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
+from ..cli_app import command_group
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run
 from ..textout import note
 
-app = typer.Typer(help="Export a run's metrics to other tools.", no_args_is_help=True)
+app = command_group(help="Export a run's metrics to other tools.", no_args_is_help=True)
 
 
 @app.command("tensorboard")
@@ -19,7 +20,7 @@ def tensorboard_cmd(
     run: RunArg = None,
     logdir: Annotated[Path, typer.Option("--logdir", "-o", help="TensorBoard log directory (the run gets a folder in it).")] = Path("tensorboard"),
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Write a run's metrics as TensorBoard event files into LOGDIR/<run_id>/: per environment

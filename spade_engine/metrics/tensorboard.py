@@ -2,8 +2,10 @@
 
 Scalars, each at the time its event occurred (so TensorBoard's relative time is the run's):
 
-* ``env/<metric>`` at step = the environment's index in proposal order (0 = the run's first
-  environment; repairs are environments too): ``valid`` (1/0) and ``novelty`` from
+* ``env/<metric>`` at step = the environment's index among the run's new environments, the count
+  ``status`` shows (0 = the first; a repair is recorded at the step of the environment it
+  repairs, so 425 environments span steps 0-424 however many repairs they took; the seed
+  archive's environments are not on this axis): ``valid`` (1/0) and ``novelty`` from
   ``EnvironmentValidated``; ``win_rate_plain``, ``win_rate_hinted``, ``regret`` and
   ``designer_reward`` from ``RegretEstimated``;
 * ``skill/<skill>/<metric>`` the same four ``RegretEstimated`` values per skill, at the same step;
@@ -78,7 +80,8 @@ def write_tensorboard(log: EventLog, logdir: str | Path) -> TensorBoardExport:
     target.mkdir(parents=True, exist_ok=True)
     for old in target.glob("events.out.tfevents.*"):
         old.unlink()
-    index: dict[str, int] = {}
+    index: dict[str, int] = {}  # env id -> step (a repair shares its environment's)
+    roots = 0
     skills: dict[str, str] = {}
     counts = {"scalars": 0, "updates": 0, "evaluations": 0}
     skipped: dict[str, int] = {}
@@ -106,8 +109,15 @@ def write_tensorboard(log: EventLog, logdir: str | Path) -> TensorBoardExport:
                 continue
             when = _walltime(env.occurred_at)
             if t == "EnvironmentProposed":
-                index.setdefault(ev.env_id, len(index))
                 skills[ev.env_id] = ev.skill
+                if ev.env_id in index:
+                    continue
+                if ev.attempt > 0 and ev.repair_of is not None:  # a repair: its environment's step
+                    if ev.repair_of in index:
+                        index[ev.env_id] = index[ev.repair_of]
+                elif not ev.designer.startswith("seed:"):  # a new environment (seeds are not on the axis)
+                    index[ev.env_id] = roots
+                    roots += 1
             elif t == "EnvironmentValidated":
                 step = index.get(ev.env_id)
                 if step is not None:
@@ -138,5 +148,5 @@ def write_tensorboard(log: EventLog, logdir: str | Path) -> TensorBoardExport:
         writer.close()
     return TensorBoardExport(
         directory=target, files=sorted(target.glob("events.out.tfevents.*")), scalars=counts["scalars"],
-        environments=len(index), policy_updates=counts["updates"], evaluations=counts["evaluations"], skipped=skipped,
+        environments=roots, policy_updates=counts["updates"], evaluations=counts["evaluations"], skipped=skipped,
     )

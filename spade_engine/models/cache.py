@@ -1,7 +1,10 @@
 """The model cache: where fetched and converted models live, and how they get there atomically.
 
-Root: ``--cache DIR``, else ``$SPADE_MODEL_CACHE``, else ``<data dir>/models`` (data dir as
-every command resolves it). Layout::
+Root: ``--cache DIR``, else ``$SPADE_MODEL_CACHE``, else the user-wide
+``$XDG_CACHE_HOME/spade-engine/models`` (``~/.cache/spade-engine/models``), one cache for every
+data directory, as the Hugging Face cache is. Models an earlier version fetched into
+``<data dir>/models`` (the old default) are still found there (read only; a fetch writes to the
+root). Layout::
 
     <root>/<name>/manifest.json      what was fetched, the pins checked, timings (written last)
     <root>/<name>/<name>.gguf        the assembled, verified GGUF
@@ -28,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..cachedirs import user_cache_dir
 from ..events.store import resolve_data_dir
 
-__all__ = ["ModelCache", "resolve_cache_root", "MANIFEST", "HF_DIR", "CACHE_ENV", "dir_size"]
+__all__ = ["ModelCache", "resolve_cache_root", "legacy_cache_root", "MANIFEST", "HF_DIR", "CACHE_ENV", "dir_size"]
 
 CACHE_ENV = "SPADE_MODEL_CACHE"
 MANIFEST = "manifest.json"
@@ -38,12 +42,19 @@ HF_DIR = "hf"
 
 
 def resolve_cache_root(cache: str | Path | None = None, *, data_dir: str | Path | None = None) -> Path:
-    """``cache`` (the ``--cache`` flag), else ``$SPADE_MODEL_CACHE``, else ``<data dir>/models``."""
+    """``cache`` (the ``--cache`` flag), else ``$SPADE_MODEL_CACHE``, else the user-wide
+    ``$XDG_CACHE_HOME/spade-engine/models``. (``data_dir`` names the data directory whose old
+    ``models`` folder :meth:`ModelCache.resolve` still reads.)"""
     if cache:
         return Path(cache).expanduser()
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
+    return user_cache_dir("models")
+
+
+def legacy_cache_root(data_dir: str | Path | None = None) -> Path:
+    """Where models were fetched before the cache was user-wide: ``<data dir>/models``."""
     return resolve_data_dir(data_dir) / "models"
 
 
@@ -56,13 +67,22 @@ def dir_size(path: Path) -> int:
 
 @dataclass(frozen=True)
 class ModelCache:
-    """One cache root."""
+    """One cache root (written), and older roots still read (``legacy``)."""
 
     root: Path
+    legacy: tuple[Path, ...] = ()
 
     @classmethod
     def resolve(cls, cache: str | Path | None = None, *, data_dir: str | Path | None = None) -> "ModelCache":
-        return cls(resolve_cache_root(cache, data_dir=data_dir))
+        """The cache a command uses (:func:`resolve_cache_root`); without ``--cache`` and
+        ``$SPADE_MODEL_CACHE`` it also reads the data directory's old ``models`` folder."""
+        root = resolve_cache_root(cache, data_dir=data_dir)
+        legacy: tuple[Path, ...] = ()
+        if not cache and not os.environ.get(CACHE_ENV):
+            old = legacy_cache_root(data_dir)
+            if old.is_dir() and old.resolve() != root.resolve():
+                legacy = (old,)
+        return cls(root, legacy)
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -81,6 +101,21 @@ class ModelCache:
     def tokenizer_dir(self, sha256: str) -> Path:
         """Directory of the tokenizer alone of a local GGUF file with this sha256."""
         return self.root / "tokenizers" / sha256
+
+    def find_entry(self, name: str) -> Path:
+        """Where catalogue model ``name`` is complete: the root, else an older root, else (not
+        fetched) where a fetch would put it."""
+        return self._find(Path(name))
+
+    def find_local(self, sha256: str) -> Path:
+        """Like :meth:`find_entry` for the conversion of a local GGUF file."""
+        return self._find(Path("local") / sha256)
+
+    def _find(self, rel: Path) -> Path:
+        for root in (self.root, *self.legacy):
+            if self.is_complete(root / rel):
+                return root / rel
+        return self.root / rel
 
     @staticmethod
     def model_dir(entry_dir: Path) -> Path:

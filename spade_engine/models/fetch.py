@@ -116,6 +116,9 @@ def fetch_model(
     """Make ``entry`` available in ``cache`` (a no-op when it already is, unless ``force``)."""
     progress = progress or NullProgress()
     final = cache.entry_dir(entry.name)
+    found = cache.find_entry(entry.name)
+    if not force and found != final and ModelCache.is_complete(found):  # fetched into an older root
+        return FetchResult(entry.name, found, ModelCache.model_dir(found), False, ModelCache.manifest(found) or {})
     manifest: dict[str, Any] = {}
 
     def build(work: Path) -> None:

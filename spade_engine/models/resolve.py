@@ -34,7 +34,7 @@ __all__ = ["resolve_model_spec", "fetched_model_dir", "convert_local_gguf", "Ggu
 
 def fetched_model_dir(name: str, cache: ModelCache) -> Path:
     """The transformers directory of catalogue model ``name``; ModelNotFetched if absent."""
-    entry_dir = cache.entry_dir(name)
+    entry_dir = cache.find_entry(name)
     if not ModelCache.is_complete(entry_dir):
         raise ModelNotFetched(
             f"model {name!r} is not fetched into {cache.root} (run `spade-engine models fetch {name}`)"
@@ -58,8 +58,10 @@ def convert_local_gguf(
         st.note(digest[:16])
     if catalogue is not None:  # the assembled GGUF of a fetched catalogue model is already converted
         for entry in catalogue:
-            if entry.gguf_sha256 == digest and ModelCache.is_complete(cache.entry_dir(entry.name)):
-                return ModelCache.model_dir(cache.entry_dir(entry.name))
+            if entry.gguf_sha256 == digest and ModelCache.is_complete(cache.find_entry(entry.name)):
+                return ModelCache.model_dir(cache.find_entry(entry.name))
+    if ModelCache.is_complete(cache.find_local(digest)):
+        return ModelCache.model_dir(cache.find_local(digest))
     final = cache.local_dir(digest)
 
     def build(work: Path) -> None:

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, Any, Optional
 
 import typer
@@ -31,22 +32,24 @@ from ..cli_common import (
     BootstrapOpt,
     DataDirOpt,
     RunArg,
+    backend_or_env,
     bootstrap_or_env,
-    check_backend,
     handle_errors,
+    locate,
     open_run,
     out,
 )
-from ..config import DEFAULT_MAX_ENVS, load_config
+from ..config import DEFAULT_MAX_ENVS, load_config, parse_assignments, resolve_config
 from ..errors import SpadeError
 from ..engine.state import RunState
-from ..events.store import resolve_data_dir
+from ..events.errors import RunNotFound
+from ..events.store import new_run_backend, remember_run_place, resolve_data_dir
 from ..recorded import recorded_config, with_local_sandbox
 from ..policy.registry import backend as policy_backend
 from ..textout import is_terminal, note, plain, print_json, say, styled, tsv_row
 
-__all__ = ["start", "status", "render_stats", "print_stats", "stats_rows", "progress_line", "next_commands", "retrain_command",
-           "run_retrain"]
+__all__ = ["start", "status", "render_stats", "print_stats", "stats_rows", "progress_line", "panel_lines", "eta", "duration",
+           "next_commands", "retrain_command", "run_retrain"]
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -54,8 +57,10 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
 
 
 def _band(stats: dict[str, Any]) -> str:
-    band = stats["band_share"]
-    return "-" if band is None else f"{band:.0%}"
+    """"in band [LOW, HIGH]: SHARE" with the band the statistics were computed for."""
+    share = stats["band_share"]
+    low, high = stats["band"]
+    return f"in band [{low:g}, {high:g}]: " + ("-" if share is None else f"{share:.0%}")
 
 
 def _accepted(stats: dict[str, Any]) -> str:
@@ -76,7 +81,7 @@ def stats_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
         ("novelty", f"{_accepted(stats)}, {stats['duplicates']} duplicates, mean novelty {_fmt(stats['mean_novelty'])}"),
         ("plays", f"{stats['plays']} plays{_replays(stats)}, {stats['estimated']} environments estimated"),
         ("regret", f"mean regret {_fmt(stats['mean_regret'])}, mean win rate {_fmt(stats['mean_win_rate'], '.2f')}, "
-                   f"in band [0.4, 0.6]: {_band(stats)}"),
+                   f"{_band(stats)}"),
         ("policy", str(stats["policy_version"])),
     ]
 
@@ -96,9 +101,10 @@ def _skill_rows(stats: dict[str, Any]) -> list[tuple[str, ...]]:
     ]
 
 
-def render_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> Any:
+def render_stats(stats: dict[str, Any], *, title: str = "", extra: str | Sequence[str] = "") -> Any:
     """A rich renderable summarising a run's statistics (``RunState.stats()``); every value is
-    plain text (skill names and error kinds come from the designer)."""
+    plain text (skill names and error kinds come from the designer). ``extra``: lines under the
+    tables (each shown escaped, on its own line)."""
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
@@ -112,8 +118,9 @@ def render_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> 
     parts: list[Any] = [head]
     if stats["skills"]:
         parts += [Text(""), skills]
-    if extra:
-        parts.append(plain(extra, "dim"))
+    for line in [extra] if isinstance(extra, str) else extra:
+        if line:
+            parts.append(plain(line, "dim"))
     return Panel(Group(*parts), title=plain(title or stats["run_id"]), border_style="cyan")
 
 
@@ -133,15 +140,49 @@ def print_stats(stats: dict[str, Any], *, title: str = "", extra: str = "") -> N
     sys.stdout.flush()
 
 
-def progress_line(stats: dict[str, Any], elapsed_s: float, bound: int | None) -> str:
-    """One line of progress for a run without a terminal (``start`` in a pipe or a log file)."""
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``."""
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def eta(done: int, bound: int | None, elapsed_s: float, done_at_start: int = 0) -> str:
+    """The time left for a bounded run at the pace of the environments made since this start
+    (``-`` until one is made, or for an unbounded run)."""
+    made = done - done_at_start
+    if not bound or made <= 0 or done >= bound:
+        return "-" if not bound or done < bound else "0s"
+    return duration(elapsed_s / made * (bound - done))
+
+
+def progress_line(stats: dict[str, Any], elapsed_s: float, bound: int | None, done_at_start: int = 0) -> str:
+    """One line of progress for a run without a terminal (``start`` in a pipe or a log file):
+    N of M environments, the counts, and for a bounded run the ETA."""
     of = f"/{bound}" if bound else ""
+    left = f"; ETA {eta(stats['roots'], bound, elapsed_s, done_at_start)}" if bound else ""
     return (
         f"[{elapsed_s:5.0f}s] {stats['roots']}{of} environments ({stats['proposals']} proposals, {stats['repairs']} repairs): "
         f"{stats['valid']} valid, {stats['invalid']} invalid, {_accepted(stats)}, {stats['duplicates']} duplicates; "
         f"{stats['plays']} plays, {stats['estimated']} estimated; mean regret {_fmt(stats['mean_regret'])}, "
-        f"in band {_band(stats)}"
+        f"{_band(stats)}{left}"
     )
+
+
+def panel_lines(stats: dict[str, Any], elapsed_s: float, bound: int | None, *, done_at_start: int = 0, now_doing: str = "",
+                timings: str = "") -> list[str]:
+    """The live panel's lines under the tables: what the model is doing now, N of M environments
+    with the ETA, time and where it went."""
+    if bound:
+        head = f"{stats['roots']} of {bound} environments, ETA {eta(stats['roots'], bound, elapsed_s, done_at_start)}"
+    else:
+        head = f"{stats['roots']} environments (unbounded)"
+    lines = [f"now: {now_doing}"] if now_doing else []
+    lines.append(f"{head}  ·  {duration(elapsed_s)} elapsed" + (f"  ·  {timings}" if timings else "") + "  ·  Ctrl-C stops cleanly")
+    return lines
 
 
 def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path | None) -> list[str]:
@@ -163,13 +204,48 @@ def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path
     ]
 
 
+def _has_started(run_id: str, root: Path, backend: str, bootstrap: str | None) -> bool:
+    """Whether the run recorded its RunStarted (its config)."""
+    from ..events.store import open_event_log
+
+    log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)
+    try:
+        return recorded_config(log) is not None
+    finally:
+        log.close()
+
+
+def _start_place(run: str | None, new: bool, root: Path, backend: str | None, bootstrap: str | None,
+                 config: Path | None, preset: str | None, assigned: dict[str, Any]) -> tuple[str, str | None]:
+    """``(backend, bootstrap)`` of the run ``start`` drives: a named run where it lives (its data
+    directory remembers it); else the chosen backend (``--backend``, ``$SPADE_LOG__BACKEND``, the
+    config's ``[log]``), else the latest run's own when resuming, else Kafka for a bootstrap."""
+    if run is not None and not new:
+        where = locate(run, root, backend, bootstrap)
+        return where.backend, where.bootstrap
+    chosen, boot = backend_or_env(backend), bootstrap_or_env(bootstrap)
+    if chosen is None or boot is None:
+        resolved = resolve_config(config, preset=preset, overrides=assigned)
+        if chosen is None and resolved.source("log.backend") != "default":
+            chosen = resolved.config.log.backend
+        boot = boot or resolved.config.log.bootstrap
+    if chosen is None and boot is None and not new:
+        try:  # resume the latest run this data directory knows, where it lives
+            where = locate(None, root)
+        except RunNotFound:
+            pass
+        else:
+            return where.backend, where.bootstrap
+    return new_run_backend(chosen, boot), boot
+
+
 @handle_errors
 def start(
     max_envs: Annotated[Optional[int], typer.Option("--max-envs", help=f"Stop after this many new environments (default: loop.max_envs, {DEFAULT_MAX_ENVS}).", show_default=False, min=1)] = None,
     forever: Annotated[bool, typer.Option("--forever", help="No bound: run until Ctrl-C (loop.max_envs = 0).")] = False,
     model: Annotated[Optional[str], typer.Option("--model", help="Use a real model instead of the procedural simulation: a catalogue name (spade-engine models list), a local directory, a .gguf file, an offline hub id, or tiny[:SEED].", show_default=False)] = None,
     policy: Annotated[Optional[str], typer.Option("--policy", metavar="llamacpp|transformers|vllm", help="The backend that runs --model (policy.kind). Default: llamacpp for a catalogue model or .gguf file on a machine without CUDA (built on first use), transformers otherwise.", show_default=False)] = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
     data_dir: DataDirOpt = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (defaults < preset < file < SPADE_* env < flags).", show_default=False)] = None,
@@ -185,33 +261,38 @@ def start(
     designer_format: Annotated[Optional[str], typer.Option("--designer-format", metavar="standalone|scaffold|puzzle", help="What the designer writes (loop.designer_format, new runs): standalone = a whole environment class; scaffold = a game on the engine's TextGame base class (setup, act, plan), easier for small models; puzzle = a one-answer game (setup only: question and computed answer), the easiest.", show_default=False)] = None,
     env_source: Annotated[Optional[str], typer.Option("--env-source", help="Where new environments come from (loop.env_source, new runs): designer (default); reasoning-gym:TASK,...[?size=N&turns=T] (a fixed pool of wrapped reasoning-gym items); textarena:GAME,...[?size=N] (GuessTheNumber-v0, TowerOfHanoi-v0, Mastermind-v0 instances); archive:RUN (a recorded run's accepted environments, with that run's model unless --model).", show_default=False)] = None,
     eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="With --train: evaluate the new weights on the [eval] suites after every N-th update (eval.every; 0 = never).", show_default=False, min=0)] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="Set one config value for a new run, as a TOML file would (repeatable; e.g. --set reward.band_low=0.3); the options above win over it. `spade-engine config show --set ...` shows the result.", show_default=False)] = None,
 ) -> None:
     """Run the self-play loop: propose, validate, hint, play, estimate regret, with live progress.
 
     With no arguments: the embedded SQLite log in the data directory, the procedural policy (an
     offline simulation) and the bundled corpus. Resumes the latest unfinished run (see --run,
     --new). Ctrl-C stops cleanly (RunStopped reason=interrupted); start again to resume.
+
+    The log's backend: --backend, else $SPADE_LOG__BACKEND or the config's [log] backend, else
+    the resumed run's own (its data directory remembers it), else kafka when a bootstrap is given.
     """
     from ..engine.stages import designer_batch as stages_batch
-    from .engine import open_engine, resolve_start_run
+    from .engine import forget_unstarted_run, open_engine, resolve_start_run
     from .progress import ModelActivity
 
     if forever and max_envs is not None:
         raise SpadeError("--forever and --max-envs contradict each other: pass one")
     if forever:
         max_envs = 0
-    b = check_backend(backend)
     root = resolve_data_dir(data_dir)
-    boot = bootstrap_or_env(bootstrap)
     from ..envsources import fixed_source_overrides, parse_env_source, source_run_policy
 
-    source_spec = parse_env_source(env_source) if env_source is not None else None  # bad text: before any work
+    assigned = parse_assignments(sets or [])  # bad text: before any work
+    source_spec = parse_env_source(env_source) if env_source is not None else None
+    b, boot = _start_place(run, new, root, backend, bootstrap, config, preset, assigned)
     run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
-    flags: dict[str, Any] = {"loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train,
+    flags: dict[str, Any] = {**assigned, "loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train,
                              "eval.every": eval_every}
     if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
         flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
-    if create:
+    # a run that never started (killed before it recorded anything) is configured like a new one
+    if create or not _has_started(run_id, root, b, boot):
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs,
                       "loop.designer_format": designer_format})
         if source_spec is not None:
@@ -247,10 +328,10 @@ def start(
             # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
             cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
             if (model or seed is not None or config is not None or preset is not None or seed_envs is not None
-                    or env_source is not None or designer_format is not None):
+                    or env_source is not None or designer_format is not None or assigned):
                 note(styled((
                     "resuming: the run keeps its recorded config (but for [sandbox], always local); --model/--seed/"
-                    "--preset/--seed-envs/--env-source/--designer-format and --config's other sections are ignored",
+                    "--preset/--seed-envs/--env-source/--designer-format/--set and --config's other sections are ignored",
                     "yellow")))
     drawn = cfg.seed is None  # no --seed, no seed in a preset or file, no SPADE_SEED: a new run draws one
     cfg = cfg.with_run_seed()
@@ -266,137 +347,141 @@ def start(
         ensure_installed(say=lambda line: note(styled((line, "dim"))))
     if policy_backend(cfg.policy.kind).needs_model and cfg.policy.model:
         note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
-    with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
-        engine = opened.engine
-        if engine.ctx.pool is not None:
-            from ..sandbox.cli import warn_missing_layers
+    try:
+        with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
+            engine = opened.engine
+            remember_run_place(run_id, data_dir=root, backend=b, bootstrap=boot)  # later commands need no flags
+            if engine.ctx.pool is not None:
+                from ..sandbox.cli import warn_missing_layers
 
-            warn_missing_layers(engine.ctx.pool)
-        if engine.trainer is not None:
-            note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
-            if engine.trainer.evaluator is not None:
-                note(styled((f"held-out evaluation every {cfg.eval.every} update(s) on {', '.join(cfg.eval.suites)}", "dim")))
-        if cfg.loop.env_source:
-            note(styled((f"environments from {cfg.loop.env_source} (fixed source: the designer is not called)", "dim")))
-        embedder = engine.ctx.embedder
-        if embedder is not None:
-            name = cfg.memory.embedding_model
-            note(styled((f"loading embedding model {name}...", "dim")))
-            t_load = time.monotonic()
-            embedder.embed(["warm-up"])
-            note(styled((f"embedding model {name} loaded in {time.monotonic() - t_load:.1f}s", "dim")))
-        t0 = time.monotonic()
-        last = [0.0]  # the panel's last redraw, or (lines) the last progress line
-        last_call = [0.0]  # (lines) the engine's last progress call, printed or not
-        last_now = [0.0]  # (lines) the last "now" line
-        live: Live | None = None
-        lines = progress and not is_terminal()
-        band = (cfg.reward.band_low, cfg.reward.band_high)
-        activity = ModelActivity()
-        activity.attach(engine.ctx)
-        if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
-            note(styled((
-                f"{cfg.policy.model} runs on the CPU ({cfg.policy.kind}): a designer batch of "
-                f"{stages_batch(cfg, engine.ctx.policy)} proposals (up to {cfg.policy.generation.designer.max_new_tokens} "
-                "new tokens each) takes a minute or more; the panel shows tokens/s and an ETA", "dim")))
+                warn_missing_layers(engine.ctx.pool)
+            if engine.trainer is not None:
+                note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
+                if engine.trainer.evaluator is not None:
+                    note(styled((f"held-out evaluation every {cfg.eval.every} update(s) on {', '.join(cfg.eval.suites)}", "dim")))
+            if cfg.loop.env_source:
+                note(styled((f"environments from {cfg.loop.env_source} (fixed source: the designer is not called)", "dim")))
+            embedder = engine.ctx.embedder
+            if embedder is not None:
+                name = cfg.memory.embedding_model
+                note(styled((f"loading embedding model {name}...", "dim")))
+                t_load = time.monotonic()
+                embedder.embed(["warm-up"])
+                note(styled((f"embedding model {name} loaded in {time.monotonic() - t_load:.1f}s", "dim")))
+            t0 = time.monotonic()
+            last = [0.0]  # the panel's last redraw, or (lines) the last progress line
+            last_call = [0.0]  # (lines) the engine's last progress call, printed or not
+            last_now = [0.0]  # (lines) the last "now" line
+            live: Live | None = None
+            lines = progress and not is_terminal()
+            band = (cfg.reward.band_low, cfg.reward.band_high)
+            roots_at_start = engine.state.stats(band)["roots"]  # the ETA is paced by what this start makes
+            activity = ModelActivity()
+            activity.attach(engine.ctx)
+            if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
+                note(styled((
+                    f"{cfg.policy.model} runs on the CPU ({cfg.policy.kind}): a designer batch of "
+                    f"{stages_batch(cfg, engine.ctx.policy)} proposals (up to {cfg.policy.generation.designer.max_new_tokens} "
+                    "new tokens each) takes a minute or more; the panel shows tokens/s and an ETA", "dim")))
 
-        shown: list[dict[str, Any] | None] = [None]
-        printing = threading.Lock()
+            shown: list[dict[str, Any] | None] = [None]
+            printing = threading.Lock()
 
-        def draw(state: RunState | None, force: bool = False) -> None:
-            now = time.monotonic()
-            if lines:
-                with printing:  # the engine's thread and the tick thread
-                    if state is not None:
-                        last_call[0] = now
-                        if force or now - last[0] >= progress_every:
-                            last[0] = now
-                            say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound))
-                    elif (now - last_call[0] >= progress_every and now - last_now[0] >= progress_every
-                          and activity.text()):
-                        # the engine has not reported for a whole period: a long model call, so
-                        # say what the model is doing (never in place of a due progress line)
-                        last_now[0] = now
-                        say(f"  now ({now - t0:.0f}s): {activity.text()}")
-                return
-            if live is None or (not force and now - last[0] < 0.25):
-                return
-            last[0] = now
-            if state is not None:  # the engine's thread: fold a fresh summary
-                shown[0] = state.stats(band)
-            if shown[0] is None:
-                return
-            tm = engine.ctx.timings
-            extra = (
-                f"{now - t0:.0f}s  sandbox {tm.sandbox:.1f}s  policy {tm.policy:.1f}s  embedding {tm.embedding:.1f}s  "
-                f"(max envs {cfg.loop.env_bound or 'unbounded'}; Ctrl-C stops cleanly)"
-            )
-            now_doing = activity.text()
-            if now_doing:
-                extra = f"now: {now_doing}\n{extra}"
-            live.update(render_stats(shown[0], title=run_id, extra=extra))
+            def draw(state: RunState | None, force: bool = False) -> None:
+                now = time.monotonic()
+                if lines:
+                    with printing:  # the engine's thread and the tick thread
+                        if state is not None:
+                            last_call[0] = now
+                            if force or now - last[0] >= progress_every:
+                                last[0] = now
+                                say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound, roots_at_start))
+                        elif (now - last_call[0] >= progress_every and now - last_now[0] >= progress_every
+                              and activity.text()):
+                            # the engine has not reported for a whole period: a long model call, so
+                            # say what the model is doing (never in place of a due progress line)
+                            last_now[0] = now
+                            say(f"  now ({now - t0:.0f}s): {activity.text()}")
+                    return
+                if live is None or (not force and now - last[0] < 0.25):
+                    return
+                last[0] = now
+                if state is not None:  # the engine's thread: fold a fresh summary
+                    shown[0] = state.stats(band)
+                if shown[0] is None:
+                    return
+                tm = engine.ctx.timings
+                extra = panel_lines(
+                    shown[0], now - t0, cfg.loop.env_bound, done_at_start=roots_at_start, now_doing=activity.text(),
+                    timings=f"sandbox {tm.sandbox:.1f}s, policy {tm.policy:.1f}s, embedding {tm.embedding:.1f}s",
+                )
+                live.update(render_stats(shown[0], title=run_id, extra=extra))
 
-        def tick() -> None:  # redraw the activity line (a terminal) or say it (lines) while a long model call runs
-            while not done_drawing.wait(1.0):
-                draw(None)
+            def tick() -> None:  # redraw the activity line (a terminal) or say it (lines) while a long model call runs
+                while not done_drawing.wait(1.0):
+                    draw(None)
 
-        done_drawing = threading.Event()
-        engine.on_progress = draw
-        interrupts = [0]
+            done_drawing = threading.Event()
+            engine.on_progress = draw
+            interrupts = [0]
 
-        def on_signal(signum: int, frame: Any) -> None:
-            interrupts[0] += 1
-            if interrupts[0] > 1:
-                raise KeyboardInterrupt
-            note(styled(("stopping after the current step (Ctrl-C again to abort now)...", "yellow")))
-            engine.stop()
+            def on_signal(signum: int, frame: Any) -> None:
+                interrupts[0] += 1
+                if interrupts[0] > 1:
+                    raise KeyboardInterrupt
+                note(styled(("stopping after the current step (Ctrl-C again to abort now)...", "yellow")))
+                engine.stop()
 
-        in_main = threading.current_thread() is threading.main_thread()
-        old = {}
-        if in_main:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                old[sig] = signal.signal(sig, on_signal)
-        try:
-            if progress and not lines:
-                live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
-                live.start()
-                threading.Thread(target=tick, name="progress", daemon=True).start()
-            elif lines:
-                draw(engine.state, force=True)  # a first line at once: the run is alive
-                threading.Thread(target=tick, name="progress", daemon=True).start()
+            in_main = threading.current_thread() is threading.main_thread()
+            old = {}
+            if in_main:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    old[sig] = signal.signal(sig, on_signal)
             try:
-                reason = engine.run()
-            except KeyboardInterrupt:
-                reason = "interrupted"
-            activity.on_activity("")
-            if live is not None:
-                draw(engine.state, force=True)
-        finally:
-            done_drawing.set()
-            if live is not None:
-                live.stop()
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-        s = engine.state.stats(band)
-        if lines:
-            print_stats(s, title=run_id, extra=f"{time.monotonic() - t0:.0f}s, stopped ({reason})")
-        trained = ""
-        if engine.trainer is not None:
-            trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
-        note(styled(
-            ("stopped", "bold"),
-            (f" ({reason}): {s['roots']} environments, {_accepted(s)}, {s['plays']} plays, "
-             f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
-        ))
-        for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
-            note(line)
+                if progress and not lines:
+                    live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
+                    live.start()
+                    threading.Thread(target=tick, name="progress", daemon=True).start()
+                elif lines:
+                    draw(engine.state, force=True)  # a first line at once: the run is alive
+                    threading.Thread(target=tick, name="progress", daemon=True).start()
+                try:
+                    reason = engine.run()
+                except KeyboardInterrupt:
+                    reason = "interrupted"
+                activity.on_activity("")
+                if live is not None:
+                    draw(engine.state, force=True)
+            finally:
+                done_drawing.set()
+                if live is not None:
+                    live.stop()
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+            s = engine.state.stats(band)
+            if lines:
+                print_stats(s, title=run_id, extra=f"{time.monotonic() - t0:.0f}s, stopped ({reason})")
+            trained = ""
+            if engine.trainer is not None:
+                trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
+            note(styled(
+                ("stopped", "bold"),
+                (f" ({reason}): {s['roots']} environments, {_accepted(s)}, {s['plays']} plays, "
+                 f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
+            ))
+            for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
+                note(line)
+    except BaseException:
+        if create:  # Ctrl-C during start-up, a model that fails to load...: no run left that never started
+            forget_unstarted_run(run_id, data_dir=root, backend=b, bootstrap=boot)
+        raise
 
 
 @handle_errors
 def status(
     run: RunArg = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
@@ -405,7 +490,9 @@ def status(
     run_id, log = open_run(run, data_dir, backend, bootstrap)
     try:
         state = RunState.from_log(log)
-        behind = _log_behind_projections(log, data_dir, run_id) if backend == "sqlite" else None
+        from ..events import SqliteEventLog
+
+        behind = _log_behind_projections(log, data_dir, run_id) if isinstance(log, SqliteEventLog) else None
     finally:
         log.close()
     if behind:
@@ -438,7 +525,7 @@ def _log_behind_projections(log: Any, data_dir: Path | None, run_id: str) -> str
     return ahead_message(run_id, ahead) if ahead else None
 
 
-def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str = "sqlite",
+def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: int | None, backend: str | None = None,
                 bootstrap: str | None = None) -> None:
     """Shared body of ``retrain`` and ``replay --retrain``: print one line per environment and a summary."""
     from .retrain import retrain_run
@@ -463,7 +550,7 @@ def retrain_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Model to train: a catalogue name, local directory, .gguf file, offline hub id or tiny[:SEED].")] = ...,  # type: ignore[assignment]
     max_envs: Annotated[Optional[int], typer.Option("--max-envs", help="Replay only the first N environments.", min=1)] = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Train a fresh MODEL on a recorded run's environments in their recorded order, generating new

@@ -145,7 +145,7 @@ def build_context(
                 assert run_dir is not None, "the engine's live projections need the run directory"
                 projs = open_checked_projections(run_dir, cfg, log)  # rebuilt when ahead of the log
                 built.closers.append(projs.close)
-                built.runner = EmbeddedRunner(log, projs.all, flush_every=200, flush_interval_s=2.0)
+                built.runner = EmbeddedRunner(log, projs.all, flush_every=200, flush_interval_s=2.0, lazy_flush=True)
                 built.closers.append(built.runner.flush)
                 kw.update(memory=projs.memory, encode_embedding=encode_embedding)
             else:

@@ -31,13 +31,15 @@ from ..policy.protocol import Policy
 from ..policy.registry import backend as policy_backend
 from .context import build_context, close_all
 
-__all__ = ["resolve_start_run", "open_engine", "OpenEngine", "require_trainable", "make_inprocess_trainer"]
+__all__ = ["resolve_start_run", "forget_unstarted_run", "open_engine", "OpenEngine", "require_trainable", "make_inprocess_trainer"]
 
 
 def resolve_start_run(
     run: str | None, *, data_dir: Path, backend: str, bootstrap: str | None, new: bool
 ) -> tuple[str, bool]:
-    """``(run_id, create)``: the run ``start`` should drive (see the module docstring)."""
+    """``(run_id, create)``: the run ``start`` should drive (see the module docstring). A latest
+    run that never started (no RunStarted: a start killed before it recorded anything) is
+    resumed, not left behind."""
     if new:
         return new_run_id(), True
     if run is not None:
@@ -53,9 +55,37 @@ def resolve_start_run(
             state = RunState.from_log(log)
         finally:
             log.close()
-        if state.starts and not state.finished:
+        if not state.finished:  # unfinished, or never started
             return latest, False
     return new_run_id(), True
+
+
+def forget_unstarted_run(run_id: str, *, data_dir: Path, backend: str, bootstrap: str | None) -> bool:
+    """Remove a run ``start`` just created when its start failed or was interrupted before it
+    recorded anything (a model that would not load, Ctrl-C while loading): its log and its
+    directory. A run with any event is kept. Returns whether it was removed."""
+    import shutil
+
+    from ..events.backends import log_backend
+
+    try:
+        log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+    except RunNotFound:
+        log = None
+    except Exception:  # noqa: BLE001 - a log that cannot even be opened now: leave it for the user to see
+        return False
+    if log is not None:
+        try:
+            recorded = next(iter(log.read(limit=1)), None) is not None
+        finally:
+            log.close()
+        if recorded:
+            return False
+        remove = log_backend(backend).remove
+        if remove is not None:
+            remove(run_id, data_dir=data_dir, bootstrap=bootstrap)
+    shutil.rmtree(DataDir(data_dir).run_dir(run_id), ignore_errors=True)
+    return True
 
 
 @dataclass

@@ -67,7 +67,7 @@ def train_command(
     no_flush: Annotated[bool, typer.Option("--no-flush", help="One-shot: do not train on a last partial batch.")] = False,
     eval_every: Annotated[Optional[int], typer.Option("--eval-every", help="Evaluate the new weights on the [eval] suites after every N-th update (eval.every; 0 = never).", min=0)] = None,
     data_dir: DataDirOpt = None,
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
 ) -> None:
     """Train the shared policy on a run's plays: GRPO on the agent's plain plays and the designer's

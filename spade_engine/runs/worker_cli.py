@@ -21,7 +21,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, bootstrap_or_env, check_backend, handle_errors
+from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, handle_errors, new_run_place
 from ..textout import note, styled
 from ..config import EngineConfig, load_config
 from ..engine.worker import ROLES
@@ -64,7 +64,7 @@ def _local(cfg: EngineConfig, config: Path | None, sandbox_workers: int | None) 
 @handle_errors
 def worker(
     role: Annotated[str, typer.Argument(help=f"The role: {', '.join(ROLES)}.", show_default=False)],
-    backend: BackendOpt = "sqlite",
+    backend: BackendOpt = None,
     bootstrap: BootstrapOpt = None,
     data_dir: DataDirOpt = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML config (a new run's config; other roles use only its [sandbox]).", show_default=False)] = None,
@@ -91,9 +91,8 @@ def worker(
     """
     if role not in ROLES:
         raise SpadeError(f"unknown role {role!r} (expected one of: {', '.join(ROLES)})")
-    b = check_backend(backend)
     root = resolve_data_dir(data_dir)
-    boot = bootstrap_or_env(bootstrap)
+    b, boot = new_run_place(backend, bootstrap)  # workers share a broker: Kafka when a bootstrap is given
     stop = threading.Event()
     interrupts = [0]
 

@@ -154,7 +154,12 @@ _WRITE_EVENTS = {
     "shutil.unpack_archive": (1,), "tempfile.mkstemp": (0,), "tempfile.mkdtemp": (0,),
 }
 _READ_EVENTS = {"os.listdir": (0,), "os.scandir": (0,), "glob.glob": (0,), "os.chdir": (0,), "os.walk": (0,)}
-_DENY_READ = ("/root", "/home", "/etc/shadow", "/etc/gshadow", "/run/secrets", "/var/run/secrets")
+# The directory above the package: the source checkout (or the site-packages holding an installed
+# package, which the interpreter's own readable paths then cover). Denied like the homes wherever it
+# lies, so a program reading the checkout gets the same verdict whether it was cloned under /home or
+# elsewhere; what the interpreter needs (a .venv inside it, the sandbox modules) stays readable.
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.realpath(_HERE)))
+_DENY_READ = ("/root", "/home", "/etc/shadow", "/etc/gshadow", "/run/secrets", "/var/run/secrets", _CHECKOUT)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 _STATIC_OS_CALLS = frozenset(

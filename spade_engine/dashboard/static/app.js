@@ -97,53 +97,123 @@ function bindClicks(div) {
 function emptyNote(layout, text) {
   layout.annotations = [{ text: plotText(text), xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, font: { size: 12, color: "#6b7280" } }];
 }
+// distinct colours for skills (no two alike up to 18 skills, then they repeat): one per skill, by
+// its rank among the run's skills, the same in every chart
+const SKILL_COLORS = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#0fa3b1", "#f032e6", "#800000", "#000075",
+  "#808000", "#ff6f91", "#00bfff", "#ff4500", "#ff1493", "#4b0082", "#2f4f4f", "#a52a2a", "#d4a600"];
+const MEAN_COLOR = "#111827";
+const BAND = { color: "#16a34a", opacity: 0.14 };
+function skillColor(skills, skill) { return SKILL_COLORS[Math.max(0, skills.indexOf(skill)) % SKILL_COLORS.length]; }
+function rgba(hex, a) {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
+}
+function frontierShape(lo, hi, legend) {
+  return { type: "rect", name: "frontier band", showlegend: legend, xref: "paper", x0: 0, x1: 1,
+    yref: "y", y0: lo, y1: hi, fillcolor: BAND.color, opacity: BAND.opacity, line: { width: 0 }, layer: "below", legendrank: 2000 };
+}
+// one group's curve as (mean band, dots, mean line): the band is the 95% interval of the mean
+function groupTraces(c, label, color, dotColor, opts) {
+  const band = { type: "scatter", mode: "lines", x: c.x.concat(c.x.slice().reverse()), y: c.hi.concat(c.lo.slice().reverse()),
+    fill: "toself", fillcolor: rgba(color, 0.16), line: { width: 0 }, hoverinfo: "skip", name: opts.bandName, showlegend: opts.legend };
+  const dots = { type: "scatter", mode: "markers", name: opts.dotsName, x: c.x, y: c.y, customdata: c.ids, text: c.ids.map(plotText),
+    marker: { size: opts.dotSize || 5, color: dotColor, opacity: 0.5 }, showlegend: opts.legend,
+    hovertemplate: "%{text}<br>env #%{x} · %{y:.3f}<extra></extra>" };
+  const mean = { type: "scatter", mode: "lines", name: opts.meanName, x: c.x, y: c.mean, customdata: c.ids, showlegend: opts.legend,
+    line: { width: opts.meanWidth || 2.5, color }, hovertemplate: plotText(label) + " mean at env #%{x}: %{y:.3f}<extra></extra>" };
+  return [band, dots, mean];
+}
+function metricLayout(m, xRange, data) {
+  const layout = baseLayout("environment index", xRange);
+  // a short legend in one row above the plot: it never scrolls and never takes the plot's width
+  Object.assign(layout.legend, { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: 10.5 } });
+  layout.margin = { l: 44, r: 10, t: 30, b: 40 };
+  if (RATES.has(m) || m === "novelty") layout.yaxis.range = [-0.04, 1.04];
+  else layout.yaxis.rangemode = m === "regret" ? "tozero" : "normal";
+  if (m === "win_rate_plain") layout.shapes = [frontierShape(data.band[0], data.band[1], true)];
+  return layout;
+}
 function renderSeries(data) {
   S.series = data;
   if (S.summary) renderSummary(S.summary);
-  const only = document.getElementById("skill-filter").value;
   const skills = Object.keys(data.groups).filter((s) => s !== "*").sort();
   const sel = document.getElementById("skill-filter");
   const have = new Set([...sel.options].map((o) => o.value));
   for (const s of skills) if (!have.has(s)) sel.append(el("option", { value: s }, s));
+  const only = skills.includes(sel.value) ? sel.value : "";
   const [lo, hi] = data.band;
   document.getElementById("series-note").textContent =
-    `${data.environments} environments · x = environment index (proposal order) · lines: mean of the last ${data.window} values` +
-    ` · frontier band [${lo}, ${hi}] shaded on the plain win rate · click a dot to open its environment` + (data.thinned ? ` · thinned to ≤ ${data.max_points} points per line` : "");
+    `${data.environments} environments · x = environment index · dots: each environment · line: mean of the last ${data.window}` +
+    ` values, shaded: its 95% interval · green: frontier band [${lo}, ${hi}] on the plain win rate · click a dot to open its environment` +
+    (data.thinned ? ` · thinned to ≤ ${data.max_points} points per line` : "");
   const n = data.environments;
   const pad = Math.max(0.5, n * 0.015);
   const xRange = [-pad, Math.max(n - 1, 1) + pad];
-  const groups = only ? [only] : ["*", ...skills];
   for (const m of METRICS) {
-    const traces = [];
-    groups.forEach((g, i) => {
-      const c = (data.groups[g] || {})[m];
-      if (!c || !c.x.length) return;
-      const label = g === "*" ? "all skills" : g;
-      const color = g === "*" ? "#111827" : PALETTE[(skills.indexOf(g) + PALETTE.length) % PALETTE.length];
-      if (g === groups[0]) {
-        traces.push({ type: "scatter", mode: "markers", name: g === "*" ? "each environment" : plotText(`each ${label} environment`), x: c.x, y: c.y,
-          customdata: c.ids, text: c.ids.map(plotText), marker: { size: 5, color: g === "*" ? "#94a3b8" : color, opacity: 0.55 },
-          hovertemplate: "%{text}<br>env #%{x} · %{y:.3f}<extra></extra>" });
+    const all = (data.groups["*"] || {})[m];
+    let traces = [];
+    if (!only) {
+      if (all && all.x.length) {
+        traces = groupTraces(all, "all skills", MEAN_COLOR, "#94a3b8", { legend: true, bandName: "95% interval",
+          dotsName: "each environment", meanName: `mean of last ${data.window}` });
       }
-      traces.push({ type: "scatter", mode: "lines", name: plotText(label), x: c.x, y: c.mean, customdata: c.ids,
-        line: { width: g === "*" ? 2.5 : 1.6, color, shape: "linear" },
-        hovertemplate: plotText(label) + " mean at env #%{x}: %{y:.3f}<extra></extra>" });
-    });
-    const layout = baseLayout("environment index", xRange);
-    Object.assign(layout.legend, { orientation: "v", x: 1.02, xanchor: "left", y: 1, yanchor: "top", tracegroupgap: 2,
-      title: { text: `lines: mean of<br>last ${data.window}`, font: { size: 10, color: "#6b7280" } } });
-    layout.margin.r = 6;
-    if (RATES.has(m) || m === "novelty") layout.yaxis.range = [-0.04, 1.04];
-    else layout.yaxis.rangemode = m === "regret" ? "tozero" : "normal";
-    if (m === "win_rate_plain") {
-      layout.shapes = [{ type: "rect", name: plotText(`band [${lo}, ${hi}]`), showlegend: true, xref: "paper", x0: 0, x1: 1,
-        yref: "y", y0: lo, y1: hi, fillcolor: "#16a34a", opacity: 0.14, line: { width: 0 }, layer: "below", legendrank: 2000 }];
+    } else {
+      const c = (data.groups[only] || {})[m];
+      const color = skillColor(skills, only);
+      if (c && c.x.length) {
+        traces = groupTraces(c, only, color, color, { legend: true, bandName: "95% interval", dotsName: "each",
+          meanName: plotText(only) });
+      }
+      if (all && all.x.length) {  // the whole run's mean, for reference
+        traces.push({ type: "scatter", mode: "lines", name: "all skills", x: all.x, y: all.mean, hoverinfo: "skip",
+          line: { width: 1.2, color: "#6b7280", dash: "dot" } });
+      }
     }
+    const layout = metricLayout(m, xRange, data);
     if (!traces.length) emptyNote(layout, "no values yet");
     const div = document.getElementById("chart-" + m);
     Plotly.react(div, traces, layout, PLOT_CONFIG);
     bindClicks(div);
   }
+  renderMultiples(data, skills, xRange);
+}
+// small multiples: the plain win rate of each skill in a chart of its own, same axes, its colour
+function renderMultiples(data, skills, xRange) {
+  const box = document.getElementById("skill-multiples");
+  const [lo, hi] = data.band;
+  document.getElementById("multiples-note").textContent = skills.length
+    ? `${skills.length} skills · same axes as above · click a chart to show that skill in the charts above`
+    : "no skills yet";
+  while (box.children.length > skills.length) { Plotly.purge(box.lastChild.querySelector(".chart")); box.lastChild.remove(); }
+  while (box.children.length < skills.length) {
+    const i = box.children.length;
+    const fig = el("figure", { class: "chart-box small", id: "multiple-" + i },
+      el("figcaption", {}, el("span", { class: "swatch" }), el("span", { class: "name" }, "")), el("div", { class: "chart", id: "multiple-chart-" + i }));
+    fig.addEventListener("click", () => {
+      const sel = document.getElementById("skill-filter");
+      sel.value = fig.dataset.skill;
+      renderSeries(S.series);
+      document.getElementById("difficulty").scrollIntoView({ block: "start" });
+    });
+    box.append(fig);
+  }
+  skills.forEach((skill, i) => {
+    const fig = box.children[i];
+    const color = skillColor(skills, skill);
+    const c = (data.groups[skill] || {}).win_rate_plain;
+    fig.dataset.skill = skill;
+    fig.querySelector(".swatch").style.background = color;
+    fig.querySelector(".name").textContent = `${skill} · ${c ? c.n : 0} estimated`;
+    const traces = c && c.x.length ? groupTraces(c, skill, color, color, { legend: false, dotSize: 4, meanWidth: 2 }) : [];
+    const layout = baseLayout("", xRange);
+    Object.assign(layout, { height: 150, showlegend: false, margin: { l: 30, r: 6, t: 4, b: 20 } });
+    layout.xaxis.title = { text: "" };
+    layout.yaxis.range = [-0.04, 1.04];
+    layout.yaxis.tickvals = [0, 0.5, 1];
+    layout.shapes = [frontierShape(lo, hi, false)];
+    if (!traces.length) emptyNote(layout, "not estimated yet");
+    Plotly.react("multiple-chart-" + i, traces, layout, PLOT_CONFIG);
+  });
 }
 function renderTraining(data) {
   S.training = data;

@@ -102,6 +102,11 @@ class KafkaEventLog:
         self._dead_positions: set[tuple[int, int]] | None = None
         #: the largest record the run's topic takes (max.message.bytes, raised on open where allowed)
         self.max_event_bytes = MAX_EVENT_BYTES
+        #: idle reader consumers, assigned to the run's partitions, reused by :meth:`read` (a new
+        #: consumer costs a connection, metadata and offset lookups: about 0.1 s, once per read
+        #: made the engine's append-then-refresh loop run at a few events per second)
+        self._readers: list[KafkaConsumer] = []
+        self._closed = False
         self._admin = admin_client(bootstrap, connect_timeout_s)
         try:
             self._ensure_topics(create, partitions)
@@ -373,16 +378,41 @@ class KafkaEventLog:
         for tp in self._tps:
             consumer.seek(tp, max(int((cursor or {}).get(tp.partition, 0)), begin[tp]))
 
+    def _reader(self) -> KafkaConsumer:
+        """An idle reader consumer (assigned to the run's partitions), or a new one."""
+        with self._lock:
+            if self._readers:
+                return self._readers.pop()
+        consumer = self._new_consumer()
+        consumer.assign(self._tps)
+        return consumer
+
+    def _release(self, consumer: KafkaConsumer, healthy: bool) -> None:
+        """Keep a reader for the next :meth:`read` (two at most: reads may nest), else close it."""
+        with self._lock:
+            if healthy and not self._closed and len(self._readers) < 2:
+                self._readers.append(consumer)
+                return
+        consumer.close()
+
     def read(self, cursor: Mapping[int, int] | None = None, *, limit: int | None = None) -> Iterator[Record]:
         if limit is not None and limit <= 0:
             return
-        consumer = self._new_consumer()
+        consumer = self._reader()
+        healthy = False
         try:
-            self._seek(consumer, cursor)
+            # seek straight to the cursor: an offset below the partition's first one (records
+            # deleted) is reset to the earliest by the consumer (auto_offset_reset), so no
+            # beginning-offset lookup is needed
+            consumer.resume(*self._tps)
+            for tp in self._tps:
+                consumer.seek(tp, max(0, int((cursor or {}).get(tp.partition, 0))))
             end = self._end_offsets(consumer)
             todo = {tp for tp in self._tps if consumer.position(tp) < end[tp]}
+            consumer.pause(*[tp for tp in self._tps if tp not in todo])
             seen: set[str] = set()
             n = 0
+            healthy = True  # a reader left by a generator closed early is still fine: the next read seeks
             for msg in self._consume_until(consumer, end, todo):
                 rec = self._to_record(msg, seen)
                 if rec is None:
@@ -391,8 +421,13 @@ class KafkaEventLog:
                 n += 1
                 if limit is not None and n >= limit:
                     return
+        except GeneratorExit:  # the caller stopped early: the reader is fine (the next read seeks)
+            raise
+        except BaseException:
+            healthy = False
+            raise
         finally:
-            consumer.close()
+            self._release(consumer, healthy)
 
     def follow(
         self,
@@ -602,6 +637,10 @@ class KafkaEventLog:
             if self._index_consumer is not None:
                 self._index_consumer.close()
                 self._index_consumer = None
+            self._closed = True
+            readers, self._readers = self._readers, []
+            for consumer in readers:
+                consumer.close()
             self._admin.close()
 
     def __enter__(self) -> "KafkaEventLog":

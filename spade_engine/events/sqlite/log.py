@@ -77,8 +77,13 @@ class SqliteEventLog:
             raise EventLogError(f"no event log at {self.path}")
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            self._check_not_emptied()
         conn = self._conn()
         try:
+            if not create and self._schema_complete(conn):
+                self._check_meta(conn, run_id)  # opening an existing log writes nothing
+                return
             with self._write_txn(conn):
                 for stmt in _SCHEMA.strip().split(";"):
                     if stmt.strip():
@@ -99,6 +104,46 @@ class SqliteEventLog:
                     )
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
+
+    def _check_not_emptied(self) -> None:
+        """An existing log (``create=False``) that is an empty file, or a database without the
+        log's tables, is an error, never a fresh log: a run's log emptied or replaced (a copy
+        gone wrong) must not turn into a run that "never started" while its archive remains."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        size = self.path.stat().st_size
+        if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
+            raise EventLogError(self._emptied("0 bytes"))
+        try:
+            uri = self.path.resolve().as_uri() + "?mode=ro"
+            probe = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s)
+            try:
+                tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            finally:
+                probe.close()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+        if not {"events", "meta"} <= tables:
+            raise EventLogError(self._emptied(f"{size} bytes, no events table"))
+
+    def _emptied(self, what: str) -> str:
+        return (f"event log {self.path} is empty ({what}): the run's log was emptied or replaced, nothing was changed; "
+                "restore it from a copy, or `spade-engine events import` an export of the run into another data "
+                "directory (`events export --salvage` recovers what a damaged log still holds)")
+
+    @staticmethod
+    def _schema_complete(conn: sqlite3.Connection) -> bool:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return {"events", "consumer_offsets", "dead_letters", "meta"} <= tables
+
+    def _check_meta(self, conn: sqlite3.Connection, run_id: str) -> None:
+        row = conn.execute("SELECT value FROM meta WHERE name='run_id'").fetchone()
+        if row is not None and row[0] != run_id:
+            raise EventLogError(f"{self.path} holds run {row[0]!r}, not {run_id!r}")
+        fmt = conn.execute("SELECT value FROM meta WHERE name='format_version'").fetchone()
+        if fmt is not None and int(fmt[0]) > LOG_FORMAT_VERSION:
+            raise EventLogError(
+                f"{self.path} uses log format {fmt[0]}, newer than this engine reads ({LOG_FORMAT_VERSION}); upgrade spade-engine"
+            )
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -126,7 +171,10 @@ class SqliteEventLog:
         if "locked" in msg or "busy" in msg:
             return EventLogError(f"event log {self.path} is locked by another process ({msg})")
         if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
-            return EventLogError(f"event log {self.path} is corrupt or not a spade event log ({msg})")
+            return EventLogError(
+                f"event log {self.path} is corrupt or not a spade event log ({msg}); "
+                "`spade-engine events export RUN --salvage` recovers every intact event"
+            )
         return EventLogError(f"event log {self.path}: {msg}")
 
     class _Txn:

@@ -1,0 +1,114 @@
+"""What a new user meets first in the config and the run summary: the band the summary names is
+the run's own, an inverted band is refused, config errors are one readable line with a "did you
+mean", and ``start --set KEY=VALUE`` sets one value without a TOML file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dashboard_support import RUN_ID, chart_run, write_run
+from typer.testing import CliRunner
+
+from spade_engine.cli import app
+from spade_engine.config import load_config, resolve_config
+from spade_engine.engine.state import RunState
+from spade_engine.errors import ConfigError
+from spade_engine.events.sqlite.log import SqliteEventLog
+from spade_engine.events.store import DataDir
+from spade_engine.runs.cli import progress_line, stats_rows
+
+ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def _cli(*args: str, env: dict | None = None):
+    return CliRunner().invoke(app, list(args), env={**ENV, **(env or {})})
+
+
+def _run_with_band(tmp_path: Path, low: float, high: float) -> Path:
+    data = tmp_path / "data"
+    write_run(data, chart_run(12, config={"seed": 0, "reward": {"band_low": low, "band_high": high}}))
+    return data
+
+
+@pytest.mark.parametrize("band", [(0.25, 0.65), (0.3, 0.7)])
+def test_status_names_the_band_the_run_recorded(tmp_path, band):
+    data = _run_with_band(tmp_path, *band)
+    res = _cli("status", "-d", str(data))
+    assert res.exit_code == 0, res.output
+    rows = dict(line.split("\t", 1) for line in res.stdout.splitlines() if "\t" in line)
+    assert f"in band [{band[0]:g}, {band[1]:g}]: " in rows["regret"], rows["regret"]
+    assert "[0.4, 0.6]" not in res.stdout
+    as_json = json.loads(_cli("status", "-d", str(data), "--json").stdout)
+    assert as_json["band"] == list(band)
+    # the share is the one of that band, and the live progress line names it too
+    log = SqliteEventLog(DataDir(data).log_path(RUN_ID), RUN_ID)
+    try:
+        state = RunState.from_log(log)
+    finally:
+        log.close()
+    stats = state.stats()
+    wide = state.stats((0.0, 1.0))
+    assert wide["band_share"] == 1.0 and wide["band"] == [0.0, 1.0]
+    assert f"in band [{band[0]:g}, {band[1]:g}]" in progress_line(stats, 3.0, 24)
+    assert dict(stats_rows(wide))["regret"].endswith("in band [0, 1]: 100%")
+
+
+def test_an_inverted_band_is_refused_everywhere(tmp_path):
+    with pytest.raises(ConfigError, match=r"band is inverted: band_low 0.7 is above band_high 0.3"):
+        load_config(overrides={"reward.band_low": 0.7, "reward.band_high": 0.3})
+    cfg = tmp_path / "inverted.toml"
+    cfg.write_text("[reward]\nband_low = 0.7\nband_high = 0.3\n")
+    with pytest.raises(ConfigError, match="inverted"):
+        load_config(cfg)
+    with pytest.raises(ConfigError, match="inverted"):
+        load_config(environ={"SPADE_REWARD__BAND_LOW": "0.8"})  # above the default band_high 0.6
+    with pytest.raises(ConfigError, match="less than or equal to 1"):
+        load_config(overrides={"reward.band_high": 1.5})
+    assert load_config(overrides={"reward.band_low": 0.5, "reward.band_high": 0.5}).reward.band_low == 0.5
+    data = tmp_path / "data"
+    res = _cli("start", "-d", str(data), "--set", "reward.band_low=0.7", "--set", "reward.band_high=0.3")
+    assert res.exit_code == 2 and "band is inverted" in res.output
+    assert not DataDir(data).known_runs(), "a refused config leaves no run behind"
+
+
+def test_config_errors_are_one_line_and_suggest_the_key(tmp_path):
+    cfg = tmp_path / "typo.toml"
+    cfg.write_text("[loop]\nmax_env = 3\n[reward]\nband_lo = 0.1\n[lop]\nx = 1\n")
+    res = _cli("config", "show", "--config", str(cfg))
+    assert res.exit_code == 2
+    errors = [line for line in res.output.splitlines() if line]
+    assert len(errors) == 1 and errors[0].startswith("error: invalid configuration"), res.output
+    assert "\\n" not in errors[0], "no literal backslash-n in the message"
+    assert "loop.max_env: unknown key (did you mean loop.max_envs?)" in errors[0]
+    assert "reward.band_lo: unknown key (did you mean reward.band_low" in errors[0]
+    assert "lop: unknown key (did you mean loop" in errors[0]
+    res = _cli("config", "show", env={"SPADE_POLICY__PROCEDURAL__AGENT_SKIL": "0.5"})
+    assert res.exit_code == 2 and "did you mean policy.procedural.agent_skill?" in res.output
+    res = _cli("config", "show", "--set", "policy.generation.agent.temprature=0.3")
+    assert res.exit_code == 2 and "did you mean policy.generation.agent.temperature?" in res.output
+    res = _cli("config", "show", "--set", "loop.max_envs=many")
+    assert res.exit_code == 2 and "loop.max_envs: Input should be a valid integer" in res.output
+
+
+def test_config_show_set_matches_what_start_set_records():
+    resolved = resolve_config(overrides={"reward.band_low": 0.3, "loop.max_envs": 5})
+    assert resolved.config.reward.band_low == 0.3 and resolved.source("reward.band_low") == "flag"
+
+
+@pytest.mark.sandbox
+def test_start_set_key_value_configures_a_new_run(tmp_path):
+    data = tmp_path / "data"
+    res = _cli("start", "-d", str(data), "--max-envs", "1", "--plays", "2", "--seed", "3",
+               "--set", "reward.band_low=0.3", "--set", "reward.band_high=0.8", "--set", "loop.max_envs=7",
+               "--set", 'memory.novelty_threshold=0.05')
+    assert res.exit_code == 0, res.output
+    shown = _cli("config", "show", "--run", DataDir(data).known_runs()[-1], "-d", str(data), "--json")
+    values = {k: v["value"] for k, v in json.loads(shown.stdout).items()}
+    assert (values["reward.band_low"], values["reward.band_high"], values["memory.novelty_threshold"]) == (0.3, 0.8, 0.05)
+    assert values["loop.max_envs"] == 1, "--max-envs wins over --set loop.max_envs"
+    status = _cli("status", "-d", str(data))
+    assert "in band [0.3, 0.8]" in status.stdout
+    bad = _cli("start", "-d", str(data), "--new", "--set", "reward.band_low")
+    assert bad.exit_code == 2 and "--set expects KEY=VALUE" in bad.output
