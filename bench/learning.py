@@ -113,7 +113,8 @@ def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[s
         "eval.every": a.eval_every or 1_000_000, "eval.suites": ["reasoning-gym:" + ",".join(a.tasks)], "eval.size": a.eval_size,
         "eval.seed": a.eval_seed, "eval.max_new_tokens": a.eval_max_new_tokens, "eval.batch_size": 32,
         "eval.base": base_eval,
-        "sandbox.workers": 2,
+        # one sandbox worker per play: a round's plays decode together (llama.cpp batches them)
+        "sandbox.workers": a.plays + 1,
     }
 
 

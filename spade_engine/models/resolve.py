@@ -126,7 +126,7 @@ def gguf_tokenizer_dir(path: Path, cache: ModelCache, *, digest: str | None = No
     """A tokenizer directory for the GGUF file at ``path``: its full conversion's when there is
     one, else its tokenizer alone, extracted once into ``<cache>/tokenizers/<sha256>``."""
     digest = digest or sha256_file(path)
-    converted = cache.local_dir(digest)
+    converted = cache.find_local(digest)
     if ModelCache.is_complete(converted):
         return ModelCache.model_dir(converted)
     final = cache.tokenizer_dir(digest)
@@ -160,14 +160,14 @@ def resolve_gguf_spec(
         cat = catalogue if catalogue is not None else load_catalogue()
         digest = sha256_file(path)
         for entry in cat:
-            if entry.gguf_sha256 == digest and ModelCache.is_complete(store.entry_dir(entry.name)):
-                return GgufModel(gguf=path, tokenizer_dir=ModelCache.model_dir(store.entry_dir(entry.name)), name=entry.name)
+            if entry.gguf_sha256 == digest and ModelCache.is_complete(store.find_entry(entry.name)):
+                return GgufModel(gguf=path, tokenizer_dir=ModelCache.model_dir(store.find_entry(entry.name)), name=entry.name)
         return GgufModel(gguf=path, tokenizer_dir=gguf_tokenizer_dir(path, store, digest=digest))
     cat = catalogue if catalogue is not None else load_catalogue()
     if spec in cat:
         entry = cat.get(spec)
         hf = fetched_model_dir(spec, store)
-        return GgufModel(gguf=store.entry_dir(spec) / entry.gguf_file, tokenizer_dir=hf, name=spec)
+        return GgufModel(gguf=store.find_entry(spec) / entry.gguf_file, tokenizer_dir=hf, name=spec)
     raise ConversionError(
         f"model {spec!r} is neither a catalogue name nor a .gguf file: the llamacpp policy runs GGUF models "
         "(policy.kind = \"transformers\" loads directories and hub ids)"

@@ -346,6 +346,12 @@ class LlamaCppEngine:
         self.threads = int(threads) if threads else available_cpus()
         self.lib.llama_set_n_threads(self.ctx, self.threads, self.threads)
 
+    def meta(self, key: str) -> str | None:
+        """The model file's GGUF metadata value ``key`` as text (``None`` when it has none)."""
+        buf = ctypes.create_string_buffer(512)
+        n = self.lib.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode(errors="replace") if n >= 0 else None
+
     def is_eog(self, token: int) -> bool:
         """Does ``token`` end generation (end of sequence or of turn)?"""
         return bool(self.lib.llama_vocab_is_eog(self.vocab, int(token)))
