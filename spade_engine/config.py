@@ -328,6 +328,11 @@ class LoopConfig(_Section):
     designer_batch: int | None = Field(
         None, ge=1, description="proposals per batched designer call (None: 4)"
     )
+    concurrent_envs: int = Field(
+        1, ge=1,
+        description="environments whose hints and plays run at once, their model calls batched into one (a real "
+        "model decodes many sequences for little more than one); each gets sandbox.workers // concurrent_envs workers",
+    )
     repair_shows_code: bool = Field(
         True,
         description="a repair request quotes the rejected code (true) or only the verdict and advice, asking for a "

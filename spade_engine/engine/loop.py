@@ -133,7 +133,7 @@ class Engine:
     def run_id(self) -> str:
         return self.log.run_id
 
-    def _append(self, payload: EventPayload, causation_id: str | None = None) -> str:
+    def _append(self, payload: EventPayload, causation_id: str | None = None, *, refresh: bool = True) -> str:
         """Append one event: stage outputs get their deterministic id (:func:`.pipeline.output_event_id`),
         run-level lifecycle events (RunStarted, RunStopped: one per start; PolicyLoaded: one per switch)
         a fresh one."""
@@ -145,7 +145,8 @@ class Engine:
         )
         self.log.append([env])
         self.appended += 1
-        self._refresh()
+        if refresh:
+            self._refresh()
         return env.event_id
 
     def _refresh(self) -> None:
@@ -219,7 +220,7 @@ class Engine:
             self._maybe_load_policy()
             pending = self._pending()
             if pending:
-                if len(pending) == 1 and self._next_stage(pending[0]) in ("hint", "round", "replay"):
+                if any(self._next_stage(st) in ("hint", "round", "replay") for st in pending):
                     # the plays of an environment (or of its later round) are about to start: train on
                     # what is complete first (seeds played with loop.seed_plays queue up here, never
                     # reaching a design step in between)
@@ -241,14 +242,18 @@ class Engine:
 
     def _pending(self) -> list[EnvState]:
         """What to run next, other than design: every environment waiting for validation (one
-        batch), else the first environment (in id order) waiting for its hint, plays or regret."""
+        batch), else the first ``loop.concurrent_envs`` environments (in id order) waiting for
+        their hint, plays or regret."""
         todo = [st for st in self.state.proposed() if self._next_stage(st) == "validate"]
         if todo:
             return todo
+        out: list[EnvState] = []
         for st in self.state.proposed():
             if self._next_stage(st) not in (None, "repair", "validate"):
-                return [st]
-        return []
+                out.append(st)
+                if len(out) >= self.cfg.loop.concurrent_envs:
+                    break
+        return out
 
     def _repairs(self) -> list[EnvState]:
         return [st for st in self.state.proposed() if self._next_stage(st) == "repair"]
@@ -306,12 +311,59 @@ class Engine:
             self._maybe_load_policy()
 
     def _advance_batch(self, todo: list[EnvState]) -> None:
+        if len(todo) > 1 and self._next_stage(todo[0]) != "validate":
+            self._advance_concurrently(todo)
+            return
         if len(todo) > 1 or self._next_stage(todo[0]) == "validate":
             verdicts = stages.validate_batch(self.ctx, [st.proposed for st in todo])  # type: ignore[misc]
             for st, verdict in zip(todo, verdicts):
                 self._append(verdict, st.proposed_id)
             return
         self._advance(todo[0])
+
+    def _advance_concurrently(self, todo: list[EnvState]) -> None:
+        """The next stage of each of ``todo`` at once (``loop.concurrent_envs``), one thread each:
+        their model calls are merged into single calls (:class:`~spade_engine.policy.batching.BatchingPolicy`),
+        each gets its share of the sandbox workers, every output is appended as it comes (under a
+        lock) and the state is folded once all are done (each stage reads only its own
+        environment and what was folded before it)."""
+        import dataclasses
+
+        from ..policy.batching import BatchingPolicy
+
+        broker = BatchingPolicy(self.ctx.policy, len(todo))
+        share = max(1, self.cfg.sandbox.workers // len(todo))
+        cfg = self.cfg.model_copy(update={"sandbox": self.cfg.sandbox.model_copy(update={"workers": share})})
+        ctx = dataclasses.replace(self.ctx, policy=broker, cfg=cfg)
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def emit(payload: EventPayload, causation_id: str | None = None) -> str:
+            with lock:
+                return self._append(payload, causation_id, refresh=False)
+
+        def work(st: EnvState, stage: str) -> None:
+            try:
+                run_stage(ctx, self.state, st, stage, emit, should_stop=lambda: self.stopping)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the engine's thread below
+                errors.append(exc)
+            finally:
+                broker.leave()
+
+        threads = []
+        for st in todo:
+            stage = self._next_stage(st)
+            if stage is None:
+                broker.leave()
+                continue
+            threads.append(threading.Thread(target=work, args=(st, stage), name=f"env-{st.env_id}", daemon=True))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self._refresh()
+        if errors:
+            raise errors[0]
 
     def _advance(self, st: EnvState) -> None:
         stage = self._next_stage(st)
