@@ -96,6 +96,66 @@ class CappedTrainer:
         return getattr(self._trainer, name)
 
 
+class TimedEvaluator:
+    """The trainer's held-out evaluator, timed: an arm's time budget counts training, not the
+    evaluations run between its updates (scoring 200 items takes minutes here)."""
+
+    def __init__(self, evaluator: Any):
+        self._evaluator = evaluator
+        self.seconds = 0.0
+
+    def _timed(self, name: str, *args: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return getattr(self._evaluator, name)(*args, **kw)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def catch_up(self, *args: Any, **kw: Any) -> Any:
+        return self._timed("catch_up", *args, **kw)
+
+    def after_update(self, *args: Any, **kw: Any) -> Any:
+        return self._timed("after_update", *args, **kw)
+
+    def evaluate_version(self, *args: Any, **kw: Any) -> Any:
+        return self._timed("evaluate_version", *args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._evaluator, name)
+
+
+class TrainingClock:
+    """Stops the engine once ``seconds`` have passed outside held-out evaluations."""
+
+    def __init__(self, seconds: float, stop: Any, timed: TimedEvaluator | None):
+        self._seconds, self._stop, self._timed = seconds, stop, timed
+        self._t0 = time.perf_counter()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def training_seconds(self) -> float:
+        return time.perf_counter() - self._t0 - (self._timed.seconds if self._timed is not None else 0.0)
+
+    def _watch(self) -> None:
+        while not self._done.wait(1.0):
+            if self.training_seconds() >= self._seconds:
+                self._stop()
+                return
+
+    def cancel(self) -> None:
+        self._done.set()
+
+
+def timed_training(engine: Any, capped: CappedTrainer, seconds: float) -> TrainingClock:
+    """Wrap the engine's evaluator in a TimedEvaluator and start the arm's training clock."""
+    inner = capped._trainer
+    timed = TimedEvaluator(inner.evaluator) if inner.evaluator is not None else None
+    if timed is not None:
+        inner.evaluator = timed
+    return TrainingClock(seconds, engine.stop, timed)
+
+
 def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[str, Any]:
     source = "reasoning-gym:" + ",".join(a.tasks) + f"?size={a.pool_size}"
     return {
@@ -132,9 +192,7 @@ def run_arm(name: str, a: argparse.Namespace, data: Path, *, control: str, base_
         engine = opened.engine
         capped = CappedTrainer(engine.trainer, a.updates, engine.stop, token_budget=token_budget)
         engine.trainer = capped
-        timer = threading.Timer(seconds, engine.stop)
-        timer.daemon = True
-        timer.start()
+        timer = timed_training(engine, capped, seconds)
         seen = [0]
 
         def progress(state: Any) -> None:
@@ -151,7 +209,7 @@ def run_arm(name: str, a: argparse.Namespace, data: Path, *, control: str, base_
             reason = engine.run()
         finally:
             timer.cancel()
-        train_s = time.perf_counter() - t0
+        train_s = timer.training_seconds()
         updates = list(engine.state.policy_updates)
         evaluator = engine.trainer.evaluator
         if updates and evaluator is not None:  # the final version, unless the periodic evaluation did it
@@ -313,7 +371,8 @@ def main() -> None:
     ap.add_argument("--plays", type=int, default=8, help="plain plays per item (the GRPO group)")
     ap.add_argument("--batch-groups", type=int, default=4, help="groups with reward variance per update")
     ap.add_argument("--updates", type=int, default=40, help="most updates per arm")
-    ap.add_argument("--minutes", type=float, default=30.0, help="arm R's training time budget (D is matched on tokens)")
+    ap.add_argument("--minutes", type=float, default=35.0,
+                    help="arm R's training time, held-out evaluations not counted (D is matched on tokens)")
     ap.add_argument("--token-budget", type=int, default=None, help="train each arm on this many tokens (default: R's)")
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--lora-r", type=int, default=16)
@@ -323,7 +382,7 @@ def main() -> None:
     ap.add_argument("--concurrent-envs", type=int, default=2, help="items played at once (their plays decode together)")
     ap.add_argument("--eval-size", type=int, default=70, help="held-out items per task")
     ap.add_argument("--eval-seed", type=int, default=0)
-    ap.add_argument("--eval-every", type=int, default=5, help="also evaluate every N updates (0: v0 and the final ones)")
+    ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N updates (0: v0 and the final ones)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", type=Path, default=None, help="keep the runs here (default: a temporary directory)")
