@@ -138,3 +138,33 @@ def test_level_replay_by_positive_value_loss_on_the_release_win_signal(tmp_path)
         log.close()
     res = runner.invoke(app, ["replay", run_id, "--verify", "--data-dir", str(data)])
     assert res.exit_code == 0 and "equal" in res.output, res.output
+
+
+def test_a_design_batch_leaves_level_replay_its_slots(tmp_path):
+    """With design batches of four, as with one, every slot gets its own chance to replay: once
+    the pool of replayable environments is full, each slot whose seeded draw says replay
+    (``u < replay.p``) is a replay and every other slot a new environment. (Before, a batch of
+    four new slots took one draw between them: about a quarter of the replays ``replay.p`` asks
+    for.)"""
+    import random
+
+    from spade_engine.engine.seeds import derive_seed
+
+    def draw(t: int) -> float:
+        return random.Random(derive_seed(11, "level-replay", t)).random()
+
+    for batch in (1, 4):
+        cfg = tmp_path / f"cfg{batch}.toml"
+        cfg.write_text(CONFIG.replace("designer_batch = 1", f"designer_batch = {batch}"))
+        data = tmp_path / f"data{batch}"
+        _start(data, cfg, "--max-envs", "12")
+        run_id = DataDir(data).latest_run()
+        slots = [c[0] for c in _choices(data, run_id)]
+        total = 12 + len(slots)
+        assert len(slots) >= 8, (batch, slots)
+        assert slots == [t for t in range(slots[0], total) if draw(t) < 0.6], (batch, slots)
+        log = open_event_log(run_id, data_dir=data)
+        try:
+            assert verify_replays(log) == []
+        finally:
+            log.close()

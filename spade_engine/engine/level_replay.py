@@ -170,6 +170,24 @@ def candidates(cfg: EngineConfig, state: RunState) -> list[tuple[EnvState, int]]
     return out
 
 
+def new_slots_before_replay(cfg: EngineConfig, state: RunState, limit: int) -> int:
+    """How many of the next ``limit`` slots a design batch may take: up to (not including) the
+    first later slot whose own draw would replay (``u < replay.p``), so that a batch of new
+    environments never takes the slots level replay would have had (each slot gets its chance,
+    as ``replay.p`` promises, whatever ``loop.designer_batch`` is). The slot itself decides again
+    when it comes (:func:`choose_replay`, the same seeded draw). At least 1 when ``limit`` is."""
+    rc = cfg.replay
+    if not rc.enabled or limit <= 1 or len(candidates(cfg, state)) < rc.min_candidates:
+        return limit
+    from .seeds import derive_seed
+
+    t = next_slot(state)
+    for j in range(1, limit):
+        if random.Random(derive_seed(cfg.seed, "level-replay", t + j)).random() < rc.p:
+            return j
+    return limit
+
+
 def choose_replay(cfg: EngineConfig, state: RunState, *, policy_version: str = "") -> EnvironmentReplayed | None:
     """The level-replay choice for the next slot, or None when it is a new environment."""
     rc = cfg.replay

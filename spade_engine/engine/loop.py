@@ -42,7 +42,7 @@ from ..errors import DiskFull, disk_full, is_disk_full
 from .offload import fit_event
 from ..events.log import EventLog
 from . import stages
-from .level_replay import choose_replay
+from .level_replay import choose_replay, new_slots_before_replay
 from .pipeline import design_batch, load_latest_policy, missing_seeds, new_env, next_stage, output_event_id, run_stage
 from .state import EnvState, RunState
 
@@ -274,6 +274,8 @@ class Engine:
         repairs = repairs[:batch]
         free = batch - len(repairs)
         count = free if room is None else min(free, room)
+        if self.proposer is None:  # slots that level replay would take are left to it
+            count = new_slots_before_replay(self.cfg, self.state, count)
         indices = list(range(n, n + max(0, count)))
         if self.proposer is not None:  # a fixed curriculum (replay) writes the new environments
             for st in repairs:
