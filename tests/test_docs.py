@@ -167,15 +167,47 @@ def test_the_site_builds_in_strict_mode_with_its_generated_references(tmp_path: 
 def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
     """The build above can fail: a copy of the docs with one broken link does not build."""
     _need_mkdocs()
+    config = _site_copy(tmp_path)
+    index = tmp_path / "docs" / "index.md"
+    index.write_text(index.read_text() + "\nSee [a page that does not exist](guides/no-such-page.md).\n")
+    res = _build(config, tmp_path / "site")
+    assert res.returncode != 0
+    assert "no-such-page.md" in res.stderr, res.stderr[-3000:]
+
+
+def _site_copy(tmp_path: Path) -> Path:
+    """A copy of the docs and mkdocs.yml in ``tmp_path`` (the package and bench/ linked), to build
+    with changes; returns the copy's mkdocs.yml."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     for name in ("spade_engine", "bench"):  # what the hook and mkdocstrings read
         (tmp_path / name).symlink_to(ROOT / name)
-    index = tmp_path / "docs" / "index.md"
-    index.write_text(index.read_text() + "\nSee [a page that does not exist](guides/no-such-page.md).\n")
-    res = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
-    assert res.returncode != 0
-    assert "no-such-page.md" in res.stderr, res.stderr[-3000:]
+    return tmp_path / "mkdocs.yml"
+
+
+def test_a_results_page_written_by_a_benchmark_joins_the_site(tmp_path: Path) -> None:
+    """bench/results_page.py's output (JSON, page, extra files) builds strictly and is indexed with
+    its provenance."""
+    _need_mkdocs()
+    config = _site_copy(tmp_path)
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from results_page import write_results
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+    def render(r: dict) -> str:
+        stem = f"{r['provenance']['date']}-docstest"
+        return f"accuracy {r['accuracy']:.2f}\n\n![curve]({stem}.png)\n"
+
+    page = write_results("docstest", {"accuracy": 0.25}, render, argv=["bench/docstest.py", "--report"],
+                         out=tmp_path / "docs" / "results", extra_files={".png": b"\x89PNG\r\n\x1a\n"})
+    res = _build(config, tmp_path / "site")
+    assert res.returncode == 0, res.stderr[-4000:]
+    index = (tmp_path / "site" / "results" / "index.html").read_text()
+    assert f'href="{page.stem}/"' in index and "bench/docstest.py --report" in index
+    assert (tmp_path / "site" / "results" / page.stem / "index.html").exists()
+    assert (tmp_path / "site" / "results" / f"{page.stem}.png").exists()
 
 
 def test_the_readme_links_point_at_files_that_exist() -> None:
