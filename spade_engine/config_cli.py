@@ -29,7 +29,7 @@ app = command_group(help="Inspect the configuration.", no_args_is_help=True)
 @app.command("show")
 @handle_errors
 def show(
-    preset: Annotated[Optional[str], typer.Option("--preset", help="A named config (laptop, spade-release).", show_default=False)] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="A named config (laptop, spade-release, small-model).", show_default=False)] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file.", show_default=False)] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE as a flag would set it (repeatable).", show_default=False)] = None,
     run: Annotated[Optional[str], typer.Option("--run", help="Show this run's recorded config instead.", show_default=False)] = None,

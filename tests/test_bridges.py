@@ -87,7 +87,7 @@ def test_jsonl_export_has_the_same_rows_and_goes_to_stdout(root, tmp_path):
 
 def test_parquet_times_are_timestamps_and_plays_say_round_and_end_reason(root, tmp_path):
     """What a notebook reads: times as UTC timestamps (once text), each play's round and why it
-    ended, and the README's example (pyarrow, then pandas)."""
+    ended, and the docs' example (docs/guides/replay-and-retrain.md: pyarrow, then pandas)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -110,7 +110,7 @@ def test_parquet_times_are_timestamps_and_plays_say_round_and_end_reason(root, t
     finally:
         log.close()
     assert {r["event_id"]: r["end_reason"] for r in rows} == recorded and set(recorded.values()) == {"terminated"}
-    # the README's example, as written there
+    # the docs' example (docs/guides/replay-and-retrain.md), as written there
     import pandas as pd
 
     turns = pq.read_table(tmp_path / "out" / "turns.parquet").to_pandas()

@@ -33,8 +33,8 @@ class ProceduralPolicyConfig(BackendSettings):
 class TransformersPolicyConfig(BackendSettings):
     """The Hugging Face transformers backend (``policy.kind = "transformers"``)."""
 
-    device: str = "auto"
-    dtype: str = "auto"
+    device: str = Field("auto", description="cpu, cuda, cuda:N or auto (CUDA when there is one)")
+    dtype: str = Field("auto", description="auto (bf16 on a CUDA device that supports it, else fp32), bf16, fp16 or fp32")
     batch_size: int = Field(64, ge=1, description="rows per batched generate call")
     prefix_cache_tokens: int = Field(
         65_536, ge=0, description="tokens of earlier prompts + completions kept for reuse (0 = no prefix cache)"
@@ -44,8 +44,8 @@ class TransformersPolicyConfig(BackendSettings):
 class VllmPolicyConfig(BackendSettings):
     """The vLLM backend (``policy.kind = "vllm"``, optional GPU extra)."""
 
-    dtype: str = "auto"
-    gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0)
+    dtype: str = Field("auto", description="vLLM's dtype (auto, bfloat16, float16)")
+    gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0, description="share of the GPU's memory vLLM may take (weights and KV cache)")
 
 
 class LlamaCppPolicyConfig(BackendSettings):
