@@ -40,9 +40,10 @@ import uuid
 import msgspec
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from ..blobs import BlobStore
 from ..config import EngineConfig
+from ..policy.protocol import Policy
 from ..policy.versions import load_policy_update, loaded_event
 from ..events.catalogue import (
     EnvironmentProposed,
@@ -327,7 +328,9 @@ def run_stage(
     handler(ctx, state, st, emit, should_stop)
 
 
-def load_latest_policy(policy: Any, state: RunState, blobs: Any, *, producer_role: str = "engine") -> PolicyLoaded | None:
+def load_latest_policy(
+    policy: Policy, state: RunState, blobs: BlobStore | None, *, producer_role: str = "engine"
+) -> PolicyLoaded | None:
     """Switch ``policy`` to the newest PolicyUpdated version in ``state`` (from the trainer);
     return the PolicyLoaded event to record when it changed (``None`` when it did not)."""
     if not state.policy_updates:

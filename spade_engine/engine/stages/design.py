@@ -5,6 +5,9 @@
 from the run seed; memory and complete examples in the prompt, :mod:`.prompt`); :func:`repair_job`
 sends a rejected candidate back with its verdict; :func:`propose_batch` turns several jobs into
 one batched generate call. :func:`seed_proposal` records a seed environment of the run's archive.
+
+A proposal records the designer format its prompt was written in (``designer_format``); a repair
+keeps it and follows it (a proposal recorded before the field existed is read from its prompt).
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ class DesignJob:
     attempt: int
     repair_of: str | None
     prompt: str
+    #: the designer format the prompt is written in (``None``: a prompt builder of the caller's own)
+    designer_format: str | None = None
 
 
 def _designer_request(
@@ -115,6 +120,7 @@ def _proposal(ctx: StageContext, job: DesignJob, sample: Sample) -> EnvironmentP
         completion=reply,
         generation=sample.generation(),
         designer=ctx.policy.kind,
+        designer_format=job.designer_format,
     )
 
 
@@ -186,6 +192,7 @@ def design_job(
     return DesignJob(
         request=req, env_id=env_id, skill=skill, nominal=nominal, messages=messages, examples=examples,
         doc_ref=doc.ref(), attempt=0, repair_of=None, prompt=messages[-1]["content"],
+        designer_format=ctx.cfg.loop.designer_format if ctx.designer_prompt is None else None,
     )
 
 
@@ -224,7 +231,8 @@ def repair_job(
     prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg)
     system = prompt_fn(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]
     base = [{"role": "system", "content": system}, {"role": "user", "content": failed.prompt}]
-    fmt = format_of_prompt(failed.prompt)  # the format the failed proposal was asked in
+    # the format the failed proposal was asked in (read from its prompt when it did not record it)
+    fmt = format_of_prompt(failed.prompt) if failed.designer_format is None else designer_format(failed.designer_format)
     messages = repair_messages(
         base, failed.completion, error_kind=verdict.error_kind, failed_check=verdict.failed_check,
         detail=game_line_numbers(failed.code, _detail(verdict)),  # the lines of the code the designer wrote
@@ -250,6 +258,7 @@ def repair_job(
         request=req, env_id=env_id, skill=failed.skill, nominal=failed.difficulty, messages=messages, examples=examples,
         doc_ref=failed.document, attempt=failed.attempt + 1, repair_of=failed.env_id,
         prompt=failed.prompt,  # the original designer prompt, so repairs of repairs rebuild the conversation
+        designer_format=failed.designer_format,
     )
 
 
