@@ -67,13 +67,13 @@ def load() -> list[float]:
 
 @contextlib.contextmanager
 def baseline_repairs() -> Iterator[None]:
-    """The baseline arm's repair message (the stages' module global, for this arm only)."""
-    saved = stages.repair_messages
-    stages.repair_messages = baseline_repair_messages  # type: ignore[assignment]
+    """The baseline arm's repair message (the design stage's module global, for this arm only)."""
+    saved = stages.design.repair_messages
+    stages.design.repair_messages = baseline_repair_messages  # type: ignore[assignment]
     try:
         yield
     finally:
-        stages.repair_messages = saved  # type: ignore[assignment]
+        stages.design.repair_messages = saved  # type: ignore[assignment]
 
 
 def run_arm(

@@ -26,11 +26,10 @@ import msgspec
 
 from ..events.catalogue import EnvironmentProposed, EnvironmentValidated, RegretEstimated
 from ..events.log import Cursor, Record
-from .records import Skipped, decode_record, irrelevant
+from .reader import LogReader
+from .records import Skipped
 
 __all__ = ["DifficultySeries", "DIFFICULTY_FILENAME", "DEFAULT_WINDOW"]
-
-_WANTED = frozenset({"EnvironmentProposed", "EnvironmentValidated", "RegretEstimated"})
 
 DIFFICULTY_FILENAME = "difficulty.json"
 DEFAULT_WINDOW = 10
@@ -41,7 +40,7 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 12) if values else None
 
 
-class DifficultySeries:
+class DifficultySeries(LogReader):
     """Per-window, per-skill difficulty statistics of a run (a :class:`Projection`)."""
 
     name = "difficulty"
@@ -64,10 +63,6 @@ class DifficultySeries:
 
     # -- Projection protocol ---------------------------------------------------------------------
 
-    @property
-    def skipped(self) -> dict[str, int]:
-        return self._skipped.counts
-
     def position(self) -> Cursor:
         return dict(self._saved_cursor)
 
@@ -82,48 +77,42 @@ class DifficultySeries:
         self._dirty = True
         return env
 
-    def apply(self, record: Record) -> None:
-        if irrelevant(record, _WANTED):
-            return
-        event, reason = decode_record(record)
-        eid = record.envelope.event_id
-        if reason is not None:
-            if eid not in self._skipped.by_event:
-                self._skipped.add(eid, reason)
-                self._dirty = True
-            return
-        try:
-            if isinstance(event, EnvironmentProposed):
-                env = self._env(event.env_id, record, "p")
-                if env is not None:
-                    env["skill"], env["t"] = event.skill, record.envelope.occurred_at
-            elif isinstance(event, EnvironmentValidated):
-                env = self._env(event.env_id, record, "v")
-                if env is not None:
-                    env.update(valid=bool(event.valid), accepted=bool(event.accepted), novelty=event.novelty)
-            elif isinstance(event, RegretEstimated):
-                env = self.envs.get(event.env_id)
-                if env is None:
-                    env = self.envs[event.env_id] = {"skill": "", "t": record.envelope.occurred_at, "src": {}}
-                # every round is kept (idempotent: one estimate per round)
-                env.setdefault("rounds", {})[str(event.round)] = {
-                    "win_rate_plain": event.win_rate_plain, "replay": bool(event.replay)
-                }
-                self._dirty = True
-                if event.designer_final:
-                    fin = self._env(event.env_id, record, "rf")
-                    if fin is not None:
-                        fin["designer_reward"] = event.designer_reward
-                env = self._env(event.env_id, record, "r")
-                if env is not None:
-                    env.update(
-                        win_rate_plain=event.win_rate_plain, win_rate_hinted=event.win_rate_hinted,
-                        win_rate_smoothed=event.win_rate_smoothed, regret=event.regret,
-                    )
-                    env["skill"] = env["skill"] or event.skill
-        except Exception as exc:  # noqa: BLE001 - never crash on input
-            self._skipped.add(eid, f"error {record.envelope.type}: {exc.__class__.__name__}")
-            self._dirty = True
+    def _proposed(self, record: Record, event: EnvironmentProposed) -> None:
+        env = self._env(event.env_id, record, "p")
+        if env is not None:
+            env["skill"], env["t"] = event.skill, record.envelope.occurred_at
+
+    def _validated(self, record: Record, event: EnvironmentValidated) -> None:
+        env = self._env(event.env_id, record, "v")
+        if env is not None:
+            env.update(valid=bool(event.valid), accepted=bool(event.accepted), novelty=event.novelty)
+
+    def _regret(self, record: Record, event: RegretEstimated) -> None:
+        env = self.envs.get(event.env_id)
+        if env is None:
+            env = self.envs[event.env_id] = {"skill": "", "t": record.envelope.occurred_at, "src": {}}
+        # every round is kept (idempotent: one estimate per round)
+        env.setdefault("rounds", {})[str(event.round)] = {
+            "win_rate_plain": event.win_rate_plain, "replay": bool(event.replay)
+        }
+        self._dirty = True
+        if event.designer_final:
+            fin = self._env(event.env_id, record, "rf")
+            if fin is not None:
+                fin["designer_reward"] = event.designer_reward
+        env = self._env(event.env_id, record, "r")
+        if env is not None:
+            env.update(
+                win_rate_plain=event.win_rate_plain, win_rate_hinted=event.win_rate_hinted,
+                win_rate_smoothed=event.win_rate_smoothed, regret=event.regret,
+            )
+            env["skill"] = env["skill"] or event.skill
+
+    WANTED = frozenset({"EnvironmentProposed", "EnvironmentValidated", "RegretEstimated"})
+    HANDLERS = {EnvironmentProposed: _proposed, EnvironmentValidated: _validated, RegretEstimated: _regret}
+
+    def skipped_changed(self) -> None:
+        self._dirty = True
 
     def flush(self, cursor: Mapping[int, int]) -> None:
         cursor = {int(p): int(o) for p, o in cursor.items()}

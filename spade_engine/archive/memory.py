@@ -38,11 +38,10 @@ from ..events.log import Cursor, Record
 from .embedder import DIMENSION, EmbeddingError
 from .examples import MemoryExamples
 from .novelty import novelty_of
-from .records import Skipped, decode_record, irrelevant
+from .reader import LogReader
+from .records import Skipped
 
 __all__ = ["EnvironmentMemory", "MemoryExamples", "encode_embedding", "decode_embedding", "MEMORY_DIRNAME"]
-
-_WANTED = frozenset({"EnvironmentProposed", "EnvironmentValidated", "RegretEstimated"})
 
 MEMORY_DIRNAME = "memory"
 VECTORS_FILENAME = "vectors.f32"
@@ -96,7 +95,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class EnvironmentMemory:
+class EnvironmentMemory(LogReader):
     """Accepted environments with their embeddings, searchable by cosine similarity."""
 
     name = "memory"
@@ -274,51 +273,34 @@ class EnvironmentMemory:
 
     # -- Projection protocol ---------------------------------------------------------------------
 
-    @property
-    def skipped(self) -> dict[str, int]:
-        return self._skipped.counts
-
     def position(self) -> Cursor:
         return dict(self._saved_cursor)
 
-    def _skip(self, record: Record, reason: str) -> None:
-        if record.envelope.event_id not in self._skipped.by_event:
-            self._skipped.add(record.envelope.event_id, reason)
+    def skipped_changed(self) -> None:
+        self._dirty = True
+
+    def _proposed(self, record: Record, event: EnvironmentProposed) -> None:
+        if event.env_id not in self._row:
+            self._pending[event.env_id] = {
+                **self._pending.get(event.env_id, {}), "skill": event.skill, "code": event.code,
+            }
             self._dirty = True
 
-    def apply(self, record: Record) -> None:
-        if irrelevant(record, _WANTED):
-            return
-        event, reason = decode_record(record)
-        if reason is not None:
-            self._skip(record, reason)
-            return
-        try:
-            if isinstance(event, EnvironmentProposed):
-                if event.env_id not in self._row:
-                    self._pending[event.env_id] = {
-                        **self._pending.get(event.env_id, {}), "skill": event.skill, "code": event.code,
-                    }
-                    self._dirty = True
-            elif isinstance(event, EnvironmentValidated):
-                self._validated(record, event)
-            elif isinstance(event, RegretEstimated):
-                stats = {
-                    "skill": event.skill, "win_rate_plain": event.win_rate_plain,
-                    "win_rate_hinted": event.win_rate_hinted, "regret": event.regret,
-                    "designer_reward": event.designer_reward,
-                }
-                if event.win_rate_smoothed is not None:  # the band uses the smoothed rate (several rounds)
-                    stats["win_rate_smoothed"] = event.win_rate_smoothed
-                row = self._row.get(event.env_id)
-                if row is not None:
-                    entry = self.entries[row]
-                    entry.update({k: v for k, v in stats.items() if k != "skill" or not entry["skill"]})
-                else:
-                    self._pending[event.env_id] = {**self._pending.get(event.env_id, {}), **stats}
-                self._dirty = True
-        except Exception as exc:  # noqa: BLE001 - never crash on input
-            self._skip(record, f"error {record.envelope.type}: {exc.__class__.__name__}")
+    def _regret(self, record: Record, event: RegretEstimated) -> None:
+        stats = {
+            "skill": event.skill, "win_rate_plain": event.win_rate_plain,
+            "win_rate_hinted": event.win_rate_hinted, "regret": event.regret,
+            "designer_reward": event.designer_reward,
+        }
+        if event.win_rate_smoothed is not None:  # the band uses the smoothed rate (several rounds)
+            stats["win_rate_smoothed"] = event.win_rate_smoothed
+        row = self._row.get(event.env_id)
+        if row is not None:
+            entry = self.entries[row]
+            entry.update({k: v for k, v in stats.items() if k != "skill" or not entry["skill"]})
+        else:
+            self._pending[event.env_id] = {**self._pending.get(event.env_id, {}), **stats}
+        self._dirty = True
 
     def _validated(self, record: Record, ev: EnvironmentValidated) -> None:
         if ev.env_id in self._row:
@@ -328,18 +310,21 @@ class EnvironmentMemory:
                 self._dirty = True
             return
         if not ev.embedding_b64:
-            self._skip(record, "accepted without recorded embedding")
+            self.skip(record, "accepted without recorded embedding")
             return
         try:
             vec = decode_embedding(ev.embedding_b64, self.dim)
         except EmbeddingError:
-            self._skip(record, "malformed embedding")
+            self.skip(record, "malformed embedding")
             return
         meta = self._pending.pop(ev.env_id, {})
         meta.setdefault("skill", "")
         meta.setdefault("code", "")
         meta["novelty"] = ev.novelty
         self.add_many([ev.env_id], vec.reshape(1, -1), [meta])
+
+    WANTED = frozenset({"EnvironmentProposed", "EnvironmentValidated", "RegretEstimated"})
+    HANDLERS = {EnvironmentProposed: _proposed, EnvironmentValidated: _validated, RegretEstimated: _regret}
 
     # -- snapshot --------------------------------------------------------------------------------
 

@@ -39,7 +39,8 @@ from ..events.catalogue import (
 from ..events.log import Cursor, Record
 from .db import open_engine
 from .models import Environment, Estimate, Play, PolicyVersion, ProjectionState
-from .records import RolloutSummary, Skipped, decode_record
+from .reader import LogReader
+from .records import RolloutSummary, Skipped
 
 __all__ = ["ArchiveProjection", "env_defaults"]
 
@@ -82,7 +83,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-class ArchiveProjection:
+class ArchiveProjection(LogReader):
     """The archive of a run: environments, plays and policy versions (a :class:`Projection`)."""
 
     name = "archive"
@@ -114,29 +115,11 @@ class ArchiveProjection:
 
     # -- Projection protocol ---------------------------------------------------------------------
 
-    @property
-    def skipped(self) -> dict[str, int]:
-        return self._skipped.counts
-
     def position(self) -> Cursor:
         return dict(self._saved_cursor)
 
-    def apply(self, record: Record) -> None:
-        event, reason = decode_record(record)
-        eid = record.envelope.event_id
-        if reason is not None:
-            if eid not in self._skipped.by_event:
-                self._skipped.add(eid, reason)
-                self._skipped_dirty = True
-            return
-        handler = self._HANDLERS.get(type(event))
-        if handler is None:
-            return  # run-level events the archive has nothing to say about
-        try:
-            handler(self, record, event)
-        except Exception as exc:  # noqa: BLE001 - never crash on input
-            self._skipped.add(eid, f"error {record.envelope.type}: {exc.__class__.__name__}")
-            self._skipped_dirty = True
+    def skipped_changed(self) -> None:
+        self._skipped_dirty = True
 
     def flush(self, cursor: Mapping[int, int]) -> None:
         cursor = {int(p): int(o) for p, o in cursor.items()}
@@ -327,7 +310,7 @@ class ArchiveProjection:
             "occurred_at": record.envelope.occurred_at, "partition": record.partition, "offset": record.offset,
         }
 
-    _HANDLERS = {
+    HANDLERS = {
         EnvironmentProposed: _proposed,
         EnvironmentValidated: _validated,
         HintWritten: _hint,

@@ -5,7 +5,7 @@ Each :class:`DesignerFormat` holds everything the designer stages need to know a
 its prompt, how a prompt of it is recognised (for a repair of a proposal whose run config is not
 at hand), its repair advice and short-code limit, the start of the reply the engine writes for
 the model (with the stop strings that end it), and how the model's code is reduced to the
-format's part before the base class is inlined. The stages (``stages.py``) ask
+format's part before the base class is inlined. The design stage (``stages/design.py``) asks
 :func:`designer_format` or :func:`format_of_prompt` and never branch on the format's name.
 """
 

@@ -40,9 +40,10 @@ import uuid
 import msgspec
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from ..blobs import BlobStore
 from ..config import EngineConfig
+from ..policy.protocol import Policy
 from ..policy.versions import load_policy_update, loaded_event
 from ..events.catalogue import (
     EnvironmentProposed,
@@ -56,7 +57,7 @@ from ..events.catalogue import (
 )
 from . import rounds, stages
 from .designer import CodeExample
-from .stages import seed_env_id
+from .stages import StageName, WorkerRole, seed_env_id
 from .state import EnvState, RunState
 
 __all__ = [
@@ -173,28 +174,28 @@ Handler = Callable[[stages.StageContext, RunState, EnvState, Emit, Callable[[], 
 class Stage:
     """One stage: the event that makes it runnable, what it appends, and the role that runs it."""
 
-    name: str
+    name: StageName
     input_event: str
     outputs: tuple[str, ...]
-    role: str
+    role: WorkerRole
     handler: Handler
 
 
-STAGES: dict[str, Stage] = {
+STAGES: dict[StageName, Stage] = {
     s.name: s
     for s in (
-        Stage("validate", EnvironmentProposed.TYPE, (EnvironmentValidated.TYPE,), "validator", _validate),
-        Stage("repair", EnvironmentValidated.TYPE, (EnvironmentProposed.TYPE,), "designer", _repair),
-        Stage("hint", EnvironmentValidated.TYPE, (HintWritten.TYPE,), "rollout", _hint),
-        Stage("play", HintWritten.TYPE, (RolloutCompleted.TYPE,), "rollout", _play),
-        Stage("regret", RolloutCompleted.TYPE, (RegretEstimated.TYPE,), "regret", _regret),
-        Stage("round", RegretEstimated.TYPE, (RolloutCompleted.TYPE,), "rollout", _play),
-        Stage("replay", EnvironmentReplayed.TYPE, (RolloutCompleted.TYPE,), "rollout", _play),
+        Stage(StageName.VALIDATE, EnvironmentProposed.TYPE, (EnvironmentValidated.TYPE,), WorkerRole.VALIDATOR, _validate),
+        Stage(StageName.REPAIR, EnvironmentValidated.TYPE, (EnvironmentProposed.TYPE,), WorkerRole.DESIGNER, _repair),
+        Stage(StageName.HINT, EnvironmentValidated.TYPE, (HintWritten.TYPE,), WorkerRole.ROLLOUT, _hint),
+        Stage(StageName.PLAY, HintWritten.TYPE, (RolloutCompleted.TYPE,), WorkerRole.ROLLOUT, _play),
+        Stage(StageName.REGRET, RolloutCompleted.TYPE, (RegretEstimated.TYPE,), WorkerRole.REGRET, _regret),
+        Stage(StageName.ROUND, RegretEstimated.TYPE, (RolloutCompleted.TYPE,), WorkerRole.ROLLOUT, _play),
+        Stage(StageName.REPLAY, EnvironmentReplayed.TYPE, (RolloutCompleted.TYPE,), WorkerRole.ROLLOUT, _play),
     )
 }
 
 
-def role_inputs(role: str) -> tuple[str, ...]:
+def role_inputs(role: WorkerRole | str) -> tuple[str, ...]:
     """The event types a role's consumer group must handle: the inputs of its stages that the
     role does not produce itself (the rollout role writes the hint its plays start from)."""
     own = [s for s in STAGES.values() if s.role == role]
@@ -209,26 +210,26 @@ def role_inputs(role: str) -> tuple[str, ...]:
 # -- decisions ------------------------------------------------------------------------------------
 
 
-def next_stage(cfg: EngineConfig, st: EnvState) -> str | None:
+def next_stage(cfg: EngineConfig, st: EnvState) -> StageName | None:
     """The stage environment ``st`` needs next (a key of :data:`STAGES`), or None when done."""
     if st.validated is None:
-        return "validate"
+        return StageName.VALIDATE
     if st.is_seed and not cfg.loop.seed_plays:
         return None
     if st.repairable:
         if st.repaired_by is None and st.proposed.attempt < cfg.loop.max_repairs:  # type: ignore[union-attr]
-            return "repair"
+            return StageName.REPAIR
         return None
     if not st.accepted:
         return None
     if st.hint is None:
-        return "hint"
+        return StageName.HINT
     round_ = open_round(cfg, st)
     if round_ is None:
         return None
     if missing_plays(cfg, st, round_):
-        return "play" if round_ == 0 else ("replay" if round_ in st.replays else "round")
-    return "regret"
+        return StageName.PLAY if round_ == 0 else (StageName.REPLAY if round_ in st.replays else StageName.ROUND)
+    return StageName.REGRET
 
 
 def due_rounds(cfg: EngineConfig, st: EnvState) -> list[int]:
@@ -313,7 +314,7 @@ def run_stage(
     ctx: stages.StageContext,
     state: RunState,
     st: EnvState,
-    stage: str,
+    stage: StageName | str,
     emit: Emit,
     *,
     should_stop: Callable[[], bool] = lambda: False,
@@ -321,13 +322,15 @@ def run_stage(
     """Run ``stage`` for environment ``st`` and ``emit`` its outputs (one per play for plays)."""
     assert st.proposed is not None
     try:
-        handler = STAGES[stage].handler
-    except KeyError:
+        handler = STAGES[StageName(stage)].handler
+    except (KeyError, ValueError):
         raise ValueError(f"unknown stage {stage!r}") from None
     handler(ctx, state, st, emit, should_stop)
 
 
-def load_latest_policy(policy: Any, state: RunState, blobs: Any, *, producer_role: str = "engine") -> PolicyLoaded | None:
+def load_latest_policy(
+    policy: Policy, state: RunState, blobs: BlobStore | None, *, producer_role: str = "engine"
+) -> PolicyLoaded | None:
     """Switch ``policy`` to the newest PolicyUpdated version in ``state`` (from the trainer);
     return the PolicyLoaded event to record when it changed (``None`` when it did not)."""
     if not state.policy_updates:

@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from ..blobs import BlobStore
 from ..config import EngineConfig
@@ -63,6 +64,7 @@ from .pipeline import (
     role_inputs,
     run_stage,
 )
+from .stages import StageName, WorkerRole
 from .state import EnvState, RunState
 
 __all__ = [
@@ -80,7 +82,7 @@ __all__ = [
 ]
 
 ROLES = ("designer", "validator", "rollout", "regret", "consumers", "trainer")
-GROUP_ROLES = ("validator", "rollout", "regret")
+GROUP_ROLES = (WorkerRole.VALIDATOR, WorkerRole.ROLLOUT, WorkerRole.REGRET)
 
 
 def group_for(run_id: str, role: str) -> str:
@@ -200,7 +202,7 @@ class GroupWorker:
         """Process one input; return False when stopped before its outputs were all recorded."""
         raise NotImplementedError
 
-    def _mine(self, stage: str | None) -> bool:
+    def _mine(self, stage: StageName | None) -> TypeGuard[StageName]:
         """Whether ``stage`` is one this role runs (the stage table's ``role``)."""
         return stage is not None and STAGES[stage].role == self.role
 
@@ -252,8 +254,8 @@ class GroupWorker:
 class ValidatorWorker(GroupWorker):
     """EnvironmentProposed -> EnvironmentValidated (sandbox + novelty)."""
 
-    role: str = "validator"
-    inputs: tuple[str, ...] = role_inputs("validator")
+    role: str = WorkerRole.VALIDATOR
+    inputs: tuple[str, ...] = role_inputs(WorkerRole.VALIDATOR)
     feed: MemoryFeed | None = None
 
     def handle(self, rec: Record) -> bool:
@@ -273,7 +275,7 @@ class ValidatorWorker(GroupWorker):
         st = self.view.env(proposed.env_id)  # the emitter folds the verdict into it
         if st.proposed is None:
             st.proposed, st.proposed_id = proposed, rec.envelope.event_id
-        run_stage(self.ctx, self.view, st, "validate", self.emit)
+        run_stage(self.ctx, self.view, st, StageName.VALIDATE, self.emit)
         self.stats.inputs += 1
         v = st.validated
         self.say(
@@ -288,8 +290,8 @@ class ValidatorWorker(GroupWorker):
 class RolloutWorker(GroupWorker):
     """Accepted EnvironmentValidated -> HintWritten + the plays that are not recorded yet."""
 
-    role: str = "rollout"
-    inputs: tuple[str, ...] = role_inputs("rollout")
+    role: str = WorkerRole.ROLLOUT
+    inputs: tuple[str, ...] = role_inputs(WorkerRole.ROLLOUT)
 
     def handle(self, rec: Record) -> bool:
         from ..events.catalogue import EnvironmentValidated
@@ -306,7 +308,7 @@ class RolloutWorker(GroupWorker):
             self.stats.skipped += 1
             return True
         while self._mine(stage):
-            run_stage(self.ctx, self.view, st, stage, self.emit, should_stop=self.stop_event.is_set)  # type: ignore[arg-type]
+            run_stage(self.ctx, self.view, st, stage, self.emit, should_stop=self.stop_event.is_set)
             if self.stop_event.is_set() and self._mine(next_stage(self.cfg, st)):
                 return False
             stage = next_stage(self.cfg, st)
@@ -319,15 +321,15 @@ class RolloutWorker(GroupWorker):
 class RegretWorker(GroupWorker):
     """RolloutCompleted -> RegretEstimated once every play of the environment is recorded."""
 
-    role: str = "regret"
-    inputs: tuple[str, ...] = role_inputs("regret")
+    role: str = WorkerRole.REGRET
+    inputs: tuple[str, ...] = role_inputs(WorkerRole.REGRET)
 
     def handle(self, rec: Record) -> bool:
         play = rec.envelope.event()
         st = self._env(play.env_id)  # every play recorded so far, whoever played it
-        if next_stage(self.cfg, st) != "regret":
+        if next_stage(self.cfg, st) != StageName.REGRET:
             return True  # plays still missing (or already estimated)
-        run_stage(self.ctx, self.view, st, "regret", self.emit)
+        run_stage(self.ctx, self.view, st, StageName.REGRET, self.emit)
         self.stats.inputs += 1
         est = st.latest_estimate
         self.say(f"{st.env_id}: round {est.round} regret {est.regret:.3f}")  # type: ignore[union-attr]
@@ -355,7 +357,7 @@ class DesignerWorker:
         self.stats = WorkerStats()
         self.stop_event = engine.stop_event
         engine.ctx.memory = memory.memory if memory is not None else None
-        self.emit = Emitter(engine.log, engine.state, producer_name("designer"), self.stats, engine.blobs)
+        self.emit = Emitter(engine.log, engine.state, producer_name(WorkerRole.DESIGNER), self.stats, engine.blobs)
 
     def _unfinished(self, state: RunState) -> list[EnvState]:
         return [s for s in state.proposed() if next_stage(self.engine.cfg, s) is not None]
@@ -374,7 +376,7 @@ class DesignerWorker:
         while not self.stop_event.is_set():
             eng.state.refresh(eng.log)
             load_latest_policy(eng.ctx.policy, eng.state, eng.blobs)
-            repairs = [st for st in eng.state.proposed() if next_stage(eng.cfg, st) == "repair"][:batch]
+            repairs = [st for st in eng.state.proposed() if next_stage(eng.cfg, st) == StageName.REPAIR][:batch]
             unfinished = self._unfinished(eng.state)
             n = len(eng.state.roots())
             if max_envs is not None and n >= max_envs and not unfinished:
@@ -400,7 +402,7 @@ class DesignerWorker:
                 self.feed.catch_up()
             if eng.proposer is not None:  # a fixed environment source writes the new environments
                 for st in repairs:
-                    run_stage(eng.ctx, eng.state, st, "repair", self.emit)
+                    run_stage(eng.ctx, eng.state, st, StageName.REPAIR, self.emit)
                 for index in range(n, n + room):
                     payload = eng.proposer(eng, index)
                     self.emit(payload)

@@ -175,10 +175,15 @@ class EnvironmentProposed(EventPayload, frozen=True, kw_only=True):
     designer (lineage). ``generation`` carries the designer's tokens and behaviour log-probs for
     the trainer. ``completion`` is the designer's reply: when the engine started that reply (the
     puzzle format's reply prefix), it begins with the prefix, whose tokens are the end of
-    ``generation.prompt_token_ids``, not completion tokens.
+    ``generation.prompt_token_ids``, not completion tokens. ``designer_format`` is the designer
+    format the prompt was written in (``loop.designer_format``: ``standalone``, ``scaffold``,
+    ``puzzle``; a repair keeps its original's), which a repair's advice follows; ``None`` where
+    no format of the engine's wrote the prompt (a seed, a fixed environment source, a prompt
+    builder of a benchmark's own) and in v1 events, which did not record it.
     """
 
     TYPE: ClassVar[str] = "EnvironmentProposed"
+    VERSION: ClassVar[int] = 2
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     skill: str
@@ -195,6 +200,7 @@ class EnvironmentProposed(EventPayload, frozen=True, kw_only=True):
     completion: str = ""
     generation: Generation | None = None
     designer: str = ""
+    designer_format: str | None = None
 
 
 class EnvironmentValidated(EventPayload, frozen=True, kw_only=True):
@@ -570,6 +576,13 @@ def _validated_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
     ran = p.get("failed_check") != "extract" and p.get("error_kind") != "no_code"
     p.setdefault("validation_seeds", list(V1_VALIDATION_SEEDS) if ran else [])
     p.setdefault("probe_actions", list(V1_PROBE_ACTIONS) if ran else [])
+    return p
+
+
+@register_upcaster("EnvironmentProposed", 1)
+def _proposed_v1_to_v2(p: dict[str, Any]) -> dict[str, Any]:
+    """v1 proposals did not record their designer format (a repair reads it from the prompt)."""
+    p.setdefault("designer_format", None)
     return p
 
 
