@@ -567,3 +567,26 @@ def test_eval_prints_no_syntax_warnings_of_dependencies(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "reasoning-gym\tgcd\t2\t" in res.stdout
     assert "SyntaxWarning" not in res.stderr and "Warning" not in res.stderr, res.stderr
+
+
+@pytest.mark.sandbox
+def test_start_after_eval_starts_a_run_and_leaves_the_evaluations_log_alone(tmp_path):
+    """The data directory's evaluations log (``eval --model``) is not a run: a plain ``start``
+    after an evaluation starts a new run (it once resumed the evaluations log as an unfinished
+    run and wrote a whole run into it), and commands that pick the latest run pick that run."""
+    data = tmp_path / "data"
+    res = _eval("reasoning-gym:gcd", "--model", "procedural", "--size", "4", data=data)
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["start", "--max-envs", "2", "--no-progress", "--data-dir", str(data)])
+    assert res.exit_code == 0, res.output
+    from spade_engine.events.store import list_runs, resolve_run
+
+    listed = list_runs(data_dir=data)
+    assert EVALUATIONS_RUN in listed and len(listed) == 2
+    (run_id,) = [r for r in listed if r != EVALUATIONS_RUN]
+    assert resolve_run(None, data_dir=data) == run_id
+    log = open_event_log(EVALUATIONS_RUN, data_dir=data)
+    try:
+        assert {r.envelope.type for r in log.read()} == {"EvaluationCompleted"}
+    finally:
+        log.close()

@@ -21,11 +21,10 @@ from pathlib import Path
 from ..events.catalogue import EvaluationCompleted
 from ..events.codec import make_envelope
 from ..events.log import EventLog
-from ..events.store import Backend, open_event_log
+from ..events.store import EVALUATIONS_RUN, Backend, open_event_log
 
 __all__ = ["EVALUATIONS_RUN", "PRODUCER", "open_evaluations_log", "record", "read_evaluations"]
 
-EVALUATIONS_RUN = "evaluations"
 PRODUCER = "eval"
 
 

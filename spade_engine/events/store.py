@@ -41,6 +41,16 @@ def list_runs(*, data_dir: Path, backend: Backend = "sqlite", bootstrap: str | N
     return log_backend(backend).list_runs(data_dir=data_dir, bootstrap=bootstrap)
 
 
+#: the data directory's log of evaluations made outside any run (``spade-engine eval --model``):
+#: listed with the runs, never the "latest run" a command picks by default
+EVALUATIONS_RUN = "evaluations"
+
+
+def engine_runs(runs: list[str]) -> list[str]:
+    """``runs`` without the evaluations log (:data:`EVALUATIONS_RUN`)."""
+    return [r for r in runs if r != EVALUATIONS_RUN]
+
+
 def resolve_run(
     run_id: str | None, *, data_dir: Path, backend: Backend = "sqlite", bootstrap: str | None = None
 ) -> str:
@@ -51,6 +61,7 @@ def resolve_run(
         return own(run_id, data_dir=data_dir, bootstrap=bootstrap)
     runs = list_runs(data_dir=data_dir, backend=backend, bootstrap=bootstrap)
     if run_id is None:
+        runs = engine_runs(runs)
         if not runs:
             raise RunNotFound(f"no runs on the {backend} backend")
         return runs[-1]

@@ -26,7 +26,7 @@ from ..engine.state import RunState
 from ..errors import ConfigError
 from ..events.catalogue import EventPayload
 from ..events.errors import RunNotFound
-from ..events.store import DataDir, list_runs, new_run_id, open_event_log, resolve_run
+from ..events.store import DataDir, engine_runs, list_runs, new_run_id, open_event_log, resolve_run
 from ..policy.protocol import Policy
 from ..policy.registry import backend as policy_backend
 from .context import build_context, close_all
@@ -45,7 +45,8 @@ def resolve_start_run(
     if run is not None:
         return resolve_run(run, data_dir=data_dir, backend=backend, bootstrap=bootstrap), False  # type: ignore[arg-type]
     try:
-        runs = list_runs(data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+        # the evaluations log (``spade-engine eval --model``) is never a run to resume
+        runs = engine_runs(list_runs(data_dir=data_dir, backend=backend, bootstrap=bootstrap))  # type: ignore[arg-type]
     except RunNotFound:
         runs = []
     if runs:
