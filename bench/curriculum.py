@@ -37,6 +37,7 @@ each skill at most once in a batch; null when every size is degenerate). With ``
 
     python3 bench/curriculum.py            # 24 new environments per run, k = 4
     python3 bench/curriculum.py --quick    # 6 new environments per run
+    python3 bench/curriculum.py --seeds 0,1,2,3,4 --report   # part 1 at five seeds, averaged; a results page
     python3 bench/curriculum.py --train    # also the learning agent over time (minutes)
 """
 
@@ -212,6 +213,8 @@ def main() -> None:
     ap.add_argument("--envs", type=int, default=24, help="new environments per run")
     ap.add_argument("--plays", type=int, default=4, help="k plain and k hinted plays per round")
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds: level replay off and on at each, figures averaged")
+    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-curriculum.{json,md}")
     ap.add_argument("--score", choices=["regret", "pvl"], default="regret")
     ap.add_argument("--p", type=float, default=0.5, help="replay.p")
     ap.add_argument("--window", type=int, default=8, help="training rounds per printed window")
@@ -227,12 +230,22 @@ def main() -> None:
     if args.quick:
         args.envs, args.designs = 6, 140
 
-    with tempfile.TemporaryDirectory(prefix="spade-bench-curriculum-") as tmp:
-        off = run_loop(args.envs, args.plays, args.seed, False, args.score, args.p, Path(tmp) / "off")
-        on = run_loop(args.envs, args.plays, args.seed, True, args.score, args.p, Path(tmp) / "on")
-    band = off["band"]
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    per_seed = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory(prefix="spade-bench-curriculum-") as tmp:
+            off = run_loop(args.envs, args.plays, seed, False, args.score, args.p, Path(tmp) / "off")
+            on = run_loop(args.envs, args.plays, seed, True, args.score, args.p, Path(tmp) / "on")
+        band = off["band"]
+        (fo, ro), (fn, rn) = summarise(off["rounds"], band), summarise(on["rounds"], band)
+        per_seed.append({"seed": seed, "frontier_share_off": round(fo, 4), "frontier_share_on": round(fn, 4),
+                         "regret_off": round(ro, 4), "regret_on": round(rn, 4), "rounds_off": len(off["rounds"]),
+                         "rounds_on": len(on["rounds"]), "replays": sum(1 for r in on["rounds"] if r["replay"])})
+        if len(seeds) > 1:
+            print(f"seed {seed}: frontier share off {fo:.3f}, on {fn:.3f} ({per_seed[-1]['replays']} replays); "
+                  f"regret off {ro:.3f}, on {rn:.3f}", flush=True)
     print(f"level replay ({args.envs} new environments, k = {args.plays}, replay.p {args.p}, score {args.score}); "
-          f"band [{band[0]}, {band[1]}]")
+          f"band [{band[0]}, {band[1]}]" + (f"; rounds of seed {seeds[-1]}" if len(seeds) > 1 else ""))
     print(f"  off: {len(off['rounds'])} training rounds in {off['wall_s']:.1f}s")
     replays = sum(1 for r in on["rounds"] if r["replay"])
     print(f"  on:  {len(on['rounds'])} training rounds ({replays} replays) in {on['wall_s']:.1f}s")
@@ -243,9 +256,16 @@ def main() -> None:
         fb, rb = summarise(b, band)
         fmt = lambda x, rs: f"{x:8.2f}" if rs else f"{'-':>8}"  # noqa: E731
         print(f"  {w:>4}-{w + args.window - 1:<4}  {fmt(fa, a)}  {fmt(fb, b)}  {fmt(ra, a):>10}  {fmt(rb, b):>9}")
-    f_off, r_off = summarise(off["rounds"], band)
-    f_on, r_on = summarise(on["rounds"], band)
-    print(f"  all:  frontier share off {f_off:.3f}, on {f_on:.3f}; mean regret off {r_off:.3f}, on {r_on:.3f}")
+    mean = lambda key: sum(p[key] for p in per_seed) / len(per_seed)  # noqa: E731
+    f_off, f_on, r_off, r_on = (mean(k) for k in ("frontier_share_off", "frontier_share_on", "regret_off", "regret_on"))
+    replays = sum(p["replays"] for p in per_seed)
+    deltas = [p["frontier_share_on"] - p["frontier_share_off"] for p in per_seed]
+    half = 0.0
+    if len(deltas) > 1:
+        var = sum((d - (f_on - f_off)) ** 2 for d in deltas) / (len(deltas) - 1)
+        half = 1.96 * (var / len(deltas)) ** 0.5
+    print(f"  all{' (mean over seeds ' + ','.join(map(str, seeds)) + ')' if len(seeds) > 1 else ''}:  frontier share "
+          f"off {f_off:.3f}, on {f_on:.3f} (on - off {f_on - f_off:+.3f} +- {half:.3f}); mean regret off {r_off:.3f}, on {r_on:.3f}")
 
     shares, counts = {}, {}
     print(f"designer samples used per update ({args.designs} environments, {len(skill_names())} skills in turn)")
@@ -276,6 +296,12 @@ def main() -> None:
         train["train_replays"] = sum(r["replays"] for r in arms["on"])
     result = {
         "envs": args.envs,
+        "p": args.p,
+        "score": args.score,
+        "seeds": seeds,
+        "per_seed": per_seed,
+        "frontier_share_delta_ci95": [round(f_on - f_off - half, 4), round(f_on - f_off + half, 4)],
+        "on_ahead_seeds": sum(1 for d in deltas if d > 0),
         "replays": replays,
         "frontier_share_off": round(f_off, 4),
         "frontier_share_on": round(f_on, 4),
@@ -297,7 +323,32 @@ def main() -> None:
         **{f"designer_candidates_{bg}": c for bg, (_, _, c) in counts.items()},
         **train,
     }
+    if args.report:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from results_page import write_results
+
+        print(f"results page {write_results('curriculum', result, render)}")
     print(json.dumps(result))
+
+
+def render(r: dict) -> str:
+    """The results page's body: level replay on against off, per seed and on average."""
+    lo, hi = r["frontier_share_delta_ci95"]
+    lines = [
+        f"The procedural simulation (real sandbox, procedural policy), {r['envs']} new environments per run, level replay "
+        f"off and on (`replay.p` {r['p']}, score `{r['score']}`) at seeds {', '.join(map(str, r['seeds']))}. Frontier share: "
+        "the share of training rounds (new environments' rounds and replays) whose plain win rate is in the band.",
+        "",
+        "| seed | frontier share off | on | replays | mean regret off | on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in r["per_seed"]:
+        lines.append(f"| {p['seed']} | {p['frontier_share_off']:.3f} | {p['frontier_share_on']:.3f} | {p['replays']} | "
+                     f"{p['regret_off']:.3f} | {p['regret_on']:.3f} |")
+    lines += ["", f"Mean: off {r['frontier_share_off']:.3f}, on {r['frontier_share_on']:.3f}, on - off "
+              f"{r['frontier_share_delta']:+.3f} [{lo:+.3f}, {hi:+.3f}] (95%, over seeds); on ahead at "
+              f"{r['on_ahead_seeds']} of {len(r['seeds'])} seeds."]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
