@@ -9,7 +9,8 @@ engine run (its log replays with ``spade-engine replay RUN --verify``):
 * **R, real reward**: the environments' own rewards (the task's verifier);
 * **D, random reward** (the control, ``trainer.reward_control = "coin"``): every play's reward
   replaced by a fair coin flip before advantages are computed, trained on the same number of
-  tokens as R (``--token-budget``; by default R's trained tokens), so a gain that comes from
+  tokens as R (``--token-budget``; by default R's trained tokens; ``--match updates``: as many
+  updates of as many samples, for when the random reward shortens D's answers), so a gain that comes from
   training on the model's own samples, not from the reward (Shao et al. 2025, spurious rewards),
   shows up in D too.
 
@@ -182,15 +183,16 @@ def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[s
 
 
 def run_arm(name: str, a: argparse.Namespace, data: Path, *, control: str, base_eval: bool, seconds: float,
-            token_budget: int | None) -> dict[str, Any]:
+            token_budget: int | None, cap: int | None = None) -> dict[str, Any]:
+    cap = a.updates if cap is None else cap
     cfg = load_config(overrides=overrides(a, control=control, base_eval=base_eval), environ={})
     run_id = new_run_id()
     budget = f"{token_budget} trained tokens" if token_budget else f"{seconds / 60:.0f} minutes"
-    say(f"arm {name}: run {run_id}, up to {a.updates} updates or {budget}")
+    say(f"arm {name}: run {run_id}, up to {cap} updates or {budget}")
     t0 = time.perf_counter()
     with open_engine(cfg, run_id=run_id, data_dir=data, create=True) as opened:
         engine = opened.engine
-        capped = CappedTrainer(engine.trainer, a.updates, engine.stop, token_budget=token_budget)
+        capped = CappedTrainer(engine.trainer, cap, engine.stop, token_budget=token_budget)
         engine.trainer = capped
         timer = timed_training(engine, capped, seconds)
         seen = [0]
@@ -374,6 +376,9 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=35.0,
                     help="arm R's training time, held-out evaluations not counted (D is matched on tokens)")
     ap.add_argument("--token-budget", type=int, default=None, help="train each arm on this many tokens (default: R's)")
+    ap.add_argument("--match", choices=("tokens", "updates"), default="tokens",
+                    help="what D matches of R: trained tokens, or updates (same samples per update; a random reward "
+                         "can shorten answers to a tenth, and then matching tokens takes D many more updates)")
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=8)
@@ -406,16 +411,20 @@ def main() -> None:
     say(f"model {a.model}; tasks {', '.join(a.tasks)}; held-out {a.eval_size} items per task; load average {load_start}")
     real = run_arm("R (real reward)", a, data, control="none", base_eval=True, seconds=a.minutes * 60,
                    token_budget=a.token_budget)
-    budget = a.token_budget or real["trained_tokens"]
-    random_arm = run_arm("D (random reward)", a, data, control="coin", base_eval=False, seconds=a.minutes * 60 * 3,
-                         token_budget=max(budget, 1))
+    if a.match == "updates":  # D takes as many updates (of as many samples) as R, whatever their lengths
+        random_arm = run_arm("D (random reward)", a, data, control="coin", base_eval=False, seconds=a.minutes * 60 * 3,
+                             token_budget=None, cap=max(real["updates"], 1))
+    else:
+        budget = a.token_budget or real["trained_tokens"]
+        random_arm = run_arm("D (random reward)", a, data, control="coin", base_eval=False, seconds=a.minutes * 60 * 3,
+                             token_budget=max(budget, 1))
     gain = paired(data, real["run_id"], "v0", real["run_id"], "latest")
     # D's final against the base weights evaluated in R's run: the same items, paired
     rand = paired(data, real["run_id"], "v0", random_arm["run_id"], "latest")
     rvd = paired(data, random_arm["run_id"], "latest", real["run_id"], "latest")
     result = {
         "model": a.model, "smoke": a.smoke, "tasks": a.tasks, "pool_size": a.pool_size, "plays": a.plays,
-        "batch_groups": a.batch_groups, "lr": a.lr, "lora_r": a.lora_r, "eval_max_new_tokens": a.eval_max_new_tokens,
+        "batch_groups": a.batch_groups, "lr": a.lr, "match": a.match, "lora_r": a.lora_r, "eval_max_new_tokens": a.eval_max_new_tokens,
         "heldout_gain": gain["delta"], "heldout_gain_ci95": gain["ci95"],
         "random_reward_gain": rand["delta"], "random_reward_gain_ci95": rand["ci95"],
         "real_minus_random": rvd["delta"], "real_minus_random_ci95": rvd["ci95"],
