@@ -276,34 +276,34 @@ def paired(data: Path, run_a: str, ver_a: str, run_b: str, ver_b: str) -> dict[s
                                   "ci95": [round(t.delta_low, 4), round(t.delta_high, 4)]} for t in cmp.tasks}}
 
 
-def figures(result: dict[str, Any]) -> dict[str, bytes]:
-    """The learning curves as PNG (matplotlib) and HTML (plotly)."""
+def curve_figures(arms: dict[str, dict[str, Any]], labels: dict[str, str], colors: dict[str, str], *,
+                  heldout_title: str = "held-out accuracy (greedy, 95% Wilson)") -> dict[str, bytes]:
+    """Held-out accuracy and training reward against trained tokens, one line per arm (``arms``:
+    :func:`curves` of each), as PNG (matplotlib, when installed) and HTML (plotly)."""
     out: dict[str, bytes] = {}
-    arms = result["curves"]
+    placed = {arm: [p for p in c["heldout"] if p["tokens"] is not None] for arm, c in arms.items()}
     try:
+        import io
+
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for arm, color in (("real", "#2563eb"), ("random", "#dc2626")):
-            h, tr = arms[arm]["heldout"], arms[arm]["train"]
-            xs = [p["tokens"] for p in h if p["tokens"] is not None]
-            ys = [p["accuracy"] for p in h if p["tokens"] is not None]
-            err = [[p["accuracy"] - p["low"] for p in h if p["tokens"] is not None],
-                   [p["high"] - p["accuracy"] for p in h if p["tokens"] is not None]]
-            axes[0].errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=color, label=f"{arm} reward")
-            axes[1].plot([p["tokens"] for p in tr], [p["reward"] for p in tr], marker=".", color=color, label=f"{arm} reward")
+        for arm, c in arms.items():
+            h, tr, color = placed[arm], c["train"], colors[arm]
+            axes[0].errorbar([p["tokens"] for p in h], [p["accuracy"] for p in h],
+                             yerr=[[p["accuracy"] - p["low"] for p in h], [p["high"] - p["accuracy"] for p in h]],
+                             marker="o", capsize=3, color=color, label=labels[arm])
+            axes[1].plot([p["tokens"] for p in tr], [p["reward"] for p in tr], marker=".", color=color, label=labels[arm])
             axes[1].fill_between([p["tokens"] for p in tr], [p["low"] for p in tr], [p["high"] for p in tr], color=color, alpha=0.12)
-        axes[0].set(title="held-out accuracy (greedy, 95% Wilson)", xlabel="trained tokens", ylabel="accuracy")
+        axes[0].set(title=heldout_title, xlabel="trained tokens", ylabel="accuracy")
         axes[1].set(title="training reward (true reward of the plays)", xlabel="trained tokens", ylabel="mean reward")
         for ax in axes:
             ax.grid(alpha=0.3)
             ax.legend()
         fig.tight_layout()
-        import io
-
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=110)
         out[".png"] = buf.getvalue()
@@ -312,19 +312,24 @@ def figures(result: dict[str, Any]) -> dict[str, bytes]:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("held-out accuracy (greedy, 95% Wilson)", "training reward"))
-    for arm, color in (("real", "#2563eb"), ("random", "#dc2626")):
-        h = [p for p in arms[arm]["heldout"] if p["tokens"] is not None]
-        tr = arms[arm]["train"]
-        fig.add_trace(go.Scatter(x=[p["tokens"] for p in h], y=[p["accuracy"] for p in h], name=f"{arm}: held-out",
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(heldout_title, "training reward"))
+    for arm, c in arms.items():
+        h, tr, color = placed[arm], c["train"], colors[arm]
+        fig.add_trace(go.Scatter(x=[p["tokens"] for p in h], y=[p["accuracy"] for p in h], name=f"{labels[arm]}: held-out",
                                  line={"color": color}, error_y={"type": "data", "symmetric": False,
                                  "array": [p["high"] - p["accuracy"] for p in h], "arrayminus": [p["accuracy"] - p["low"] for p in h]}),
                       row=1, col=1)
-        fig.add_trace(go.Scatter(x=[p["tokens"] for p in tr], y=[p["reward"] for p in tr], name=f"{arm}: training reward",
+        fig.add_trace(go.Scatter(x=[p["tokens"] for p in tr], y=[p["reward"] for p in tr], name=f"{labels[arm]}: training reward",
                                  line={"color": color, "dash": "dot"}), row=1, col=2)
     fig.update_xaxes(title_text="trained tokens")
     out[".html"] = fig.to_html(include_plotlyjs="cdn", full_html=True).encode()
     return out
+
+
+def figures(result: dict[str, Any]) -> dict[str, bytes]:
+    """The two arms' learning curves (:func:`curve_figures`)."""
+    return curve_figures(result["curves"], {"real": "real reward", "random": "random reward"},
+                         {"real": "#2563eb", "random": "#dc2626"})
 
 
 def render(r: dict[str, Any]) -> str:

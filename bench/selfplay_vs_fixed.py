@@ -62,7 +62,7 @@ from spade_engine.textout import quiet_libraries  # noqa: E402
 quiet_libraries()  # no tqdm or Hugging Face progress bars in the benchmark's output
 
 from learning import TASKS as TRAIN_TASKS  # noqa: E402
-from learning import CappedTrainer, curves, say, timed_training  # noqa: E402
+from learning import CappedTrainer, curve_figures, curves, say, timed_training  # noqa: E402
 from spade_engine.compare.summary import compute, paired_accuracy  # noqa: E402
 from spade_engine.config import load_config  # noqa: E402
 from spade_engine.engine.seed_archive import BUNDLED_DIR  # noqa: E402
@@ -236,50 +236,8 @@ def arm_curves(data: Path, arms: dict[str, Any]) -> dict[str, Any]:
 
 def figures(result: dict[str, Any]) -> dict[str, bytes]:
     """Held-out accuracy (both splits together) and training reward against trained tokens, per arm."""
-    out: dict[str, bytes] = {}
     arms = {k: v for k, v in result["curves"].items() if v}
-    try:
-        import io
-
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for arm, c in arms.items():
-            h = [p for p in c["heldout"] if p["tokens"] is not None]
-            axes[0].errorbar([p["tokens"] for p in h], [p["accuracy"] for p in h],
-                             yerr=[[p["accuracy"] - p["low"] for p in h], [p["high"] - p["accuracy"] for p in h]],
-                             marker="o", capsize=3, color=COLORS[arm], label=ARMS[arm])
-            tr = c["train"]
-            axes[1].plot([p["tokens"] for p in tr], [p["reward"] for p in tr], marker=".", color=COLORS[arm], label=ARMS[arm])
-        axes[0].set(title="held-out accuracy, all held-out items (greedy, 95% Wilson)", xlabel="trained tokens", ylabel="accuracy")
-        axes[1].set(title="training reward (true reward of the plays)", xlabel="trained tokens", ylabel="mean reward")
-        for ax in axes:
-            ax.grid(alpha=0.3)
-            ax.legend()
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        out[".png"] = buf.getvalue()
-    except ImportError:  # pragma: no cover - matplotlib is in the dev extra
-        pass
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("held-out accuracy (greedy, 95% Wilson)", "training reward"))
-    for arm, c in arms.items():
-        h = [p for p in c["heldout"] if p["tokens"] is not None]
-        fig.add_trace(go.Scatter(x=[p["tokens"] for p in h], y=[p["accuracy"] for p in h], name=f"{ARMS[arm]}: held-out",
-                                 line={"color": COLORS[arm]}, error_y={"type": "data", "symmetric": False,
-                                 "array": [p["high"] - p["accuracy"] for p in h], "arrayminus": [p["accuracy"] - p["low"] for p in h]}),
-                      row=1, col=1)
-        fig.add_trace(go.Scatter(x=[p["tokens"] for p in c["train"]], y=[p["reward"] for p in c["train"]],
-                                 name=f"{ARMS[arm]}: training reward", line={"color": COLORS[arm], "dash": "dot"}), row=1, col=2)
-    fig.update_xaxes(title_text="trained tokens")
-    out[".html"] = fig.to_html(include_plotlyjs="cdn", full_html=True).encode()
-    return out
+    return curve_figures(arms, ARMS, COLORS, heldout_title="held-out accuracy, all held-out items (greedy, 95% Wilson)")
 
 
 def render(r: dict[str, Any]) -> str:

@@ -179,13 +179,19 @@ def new_slots_before_replay(cfg: EngineConfig, state: RunState, limit: int) -> i
     rc = cfg.replay
     if not rc.enabled or limit <= 1 or len(candidates(cfg, state)) < rc.min_candidates:
         return limit
-    from .seeds import derive_seed
-
     t = next_slot(state)
     for j in range(1, limit):
-        if random.Random(derive_seed(cfg.seed, "level-replay", t + j)).random() < rc.p:
+        if _slot_rng(cfg, t + j).random() < rc.p:
             return j
     return limit
+
+
+def _slot_rng(cfg: EngineConfig, slot: int) -> random.Random:
+    """The seeded draws of curriculum slot ``slot``: first u (replay when u < replay.p), then the
+    environment's draw."""
+    from .seeds import derive_seed
+
+    return random.Random(derive_seed(cfg.seed, "level-replay", slot))
 
 
 def choose_replay(cfg: EngineConfig, state: RunState, *, policy_version: str = "") -> EnvironmentReplayed | None:
@@ -193,10 +199,8 @@ def choose_replay(cfg: EngineConfig, state: RunState, *, policy_version: str = "
     rc = cfg.replay
     if not rc.enabled:
         return None
-    from .seeds import derive_seed
-
     t = next_slot(state)
-    rng = random.Random(derive_seed(cfg.seed, "level-replay", t))
+    rng = _slot_rng(cfg, t)
     u = rng.random()
     pool = candidates(cfg, state)
     if len(pool) < rc.min_candidates or u >= rc.p:
