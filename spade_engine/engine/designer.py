@@ -95,13 +95,13 @@ WHAT MAKES A GOOD ENVIRONMENT
 
 THE CLASS
 - One class whose name ends in Env, with a one-line docstring saying what the agent must do.
-- __init__(self, max_turns=12): set self.max_turns, self.turn_count = 0 and every attribute step() uses,
+- def __init__(self, max_turns=12): set self.max_turns, self.turn_count = 0 and every attribute step() uses,
   then call self.reset().
-- reset(self, seed=None) -> (observation: str, {}): rng = random.Random(seed); self.turn_count = 0; new
-  hidden state; it returns the first observation and never calls self.reset() itself.
-- step(self, action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, {}):
-  self.turn_count += 1 first; every path returns the 5-tuple.
-- solution(self) -> list of str: the actions that win the episode just reset, each written "\\boxed{...}".
+- def reset(self, seed=None) -> tuple[str, dict]: returns (observation, {}); rng = random.Random(seed);
+  self.turn_count = 0; new hidden state; it returns the first observation and never calls self.reset() itself.
+- def step(self, action: str) -> tuple[str, float, bool, bool, dict]: returns (observation, reward,
+  terminated, truncated, {}); self.turn_count += 1 first; every path returns the 5-tuple.
+- def solution(self) -> list[str]: the actions that win the episode just reset, each written "\\boxed{...}".
 
 DO NOT (the most common reasons environments are rejected)
 1. Braces in f-strings are code. Inside an f-string write the action format with doubled braces,

@@ -42,7 +42,7 @@ methods and do not import TextGame: your class only subclasses it.
 
 YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, with ONE method, setup() (the engine starts
 it for you; lists of names or words are local variables inside it; a helper method it calls must follow it):
-- setup(self, rng) -> str:
+- def setup(self, rng) -> str:
   1. draw the puzzle's values with rng (rng.randint, rng.choice, rng.sample, rng.shuffle);
   2. COMPUTE the correct answer from them with Python code and store it: self.answer = ... (an int or a short word);
   3. return the question text: the values, what to find, and the answer format. Never the answer itself.

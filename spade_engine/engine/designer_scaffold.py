@@ -36,15 +36,15 @@ fewer turns than that.
 
 YOU WRITE one class whose name ends in Env, class NameEnv(TextGame):, with a one-line docstring, an optional
 max_turns = N and constants as class attributes, and exactly these three methods:
-- setup(self, rng) -> str: draw the HIDDEN state with rng (rng.randint, rng.choice, rng.sample, rng.shuffle), store
+- def setup(self, rng) -> str: draw the HIDDEN state with rng (rng.randint, rng.choice, rng.sample, rng.shuffle), store
   it on self, and return the first observation: the goal, the rules and the commands. Never the hidden values.
-- act(self, command) -> (text, reward, done): command is the text inside \boxed{} with its spaces trimmed, like
-  "read 2"; split it with command.split(). Change the state and return what happened:
+- def act(self, command: str) -> tuple[str, float, bool]: returns (text, reward, done); command is the text
+  inside \boxed{} with its spaces trimmed, like "read 2"; split it with command.split(). Change the state and return what happened:
     reward 1.0 with done True when the goal is reached;
     reward 0.0 with done True for a final wrong answer;
     a small reward (0.01 to 0.2) with done False for real progress (new information, a correct sub-result);
     an unknown command returns a helpful text, 0.0, False.
-- plan(self) -> list of str: the commands, without \boxed, that win the game just set up, computed from the hidden
+- def plan(self) -> list[str]: the commands, without \boxed, that win the game just set up, computed from the hidden
   state, for example ["read 1", "read 2", "answer 42"].
 
 WHAT MAKES A GOOD GAME
