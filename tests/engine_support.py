@@ -15,6 +15,8 @@ class ScriptedDesigner:
     hint and a fixed action otherwise; it records every request."""
 
     kind = "scripted"
+    context_window: int | None = None  # the Policy protocol's declared members
+    on_progress = None
     trainable = False
     version = "v0"
 

@@ -20,6 +20,8 @@ class Echo:
     """Answers each request with its own message (a stand-in model: the test is about routing)."""
 
     kind = "echo"
+    context_window: int | None = None  # the Policy protocol's declared members
+    on_progress = None
     trainable = False
     version = "v0"
 
@@ -110,3 +112,22 @@ def test_concurrent_environments_record_what_one_at_a_time_records(tmp_path):
     one = _outcomes(tmp_path, "one", 1)
     three = _outcomes(tmp_path, "three", 3)
     assert len(one) >= 8 and one == three
+
+
+def test_the_broker_is_a_policy_and_passes_the_declared_members_through() -> None:
+    """The broker declares the Policy protocol's members and forwards them to the policy it wraps
+    (a progress sink set on it reaches the real backend, which is the one that reports)."""
+    from spade_engine.policy.batching import BatchingPolicy
+    from spade_engine.policy.procedural import ProceduralPolicy
+    from spade_engine.policy.protocol import Policy
+
+    inner = ProceduralPolicy()
+    broker = BatchingPolicy(inner, 1)
+    assert isinstance(broker, Policy) and isinstance(inner, Policy)
+    assert broker.context_window is None and broker.kind == inner.kind and broker.version == "v0"
+
+    def sink(progress: object) -> None:
+        pass
+
+    broker.on_progress = sink
+    assert inner.on_progress is sink

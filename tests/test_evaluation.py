@@ -46,6 +46,8 @@ class Scripted:
     """A policy without weights that answers from the request (a test double of the protocol)."""
 
     kind = "scripted"
+    context_window: int | None = None  # the Policy protocol's declared members
+    on_progress = None
 
     def __init__(self, answer, name="scripted"):
         self._answer = answer

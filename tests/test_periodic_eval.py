@@ -143,6 +143,8 @@ class Recording:
     """A policy double that records which weights it was asked to load."""
 
     kind = "recording"
+    context_window: int | None = None  # the Policy protocol's declared members
+    on_progress = None
     trainable = True
 
     def __init__(self):

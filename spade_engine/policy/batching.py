@@ -14,10 +14,10 @@ beyond the backend's own arithmetic.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .protocol import Policy, PolicyRequest, Sample
+from .protocol import GenerationProgress, Policy, PolicyRequest, Sample
 
 __all__ = ["BatchingPolicy"]
 
@@ -26,7 +26,8 @@ class BatchingPolicy:
     """Merges concurrent ``generate`` calls of ``parties`` threads into single calls of ``policy``.
 
     Each thread calls :meth:`generate` any number of times and :meth:`leave` when it is done (in
-    a ``finally``), so the others stop waiting for it. Every other member is the wrapped policy's.
+    a ``finally``), so the others stop waiting for it. The other members of the Policy protocol
+    are the wrapped policy's.
     """
 
     def __init__(self, policy: Policy, parties: int):
@@ -40,8 +41,45 @@ class BatchingPolicy:
         #: generate calls made to the wrapped policy, and the rows of each (for tests and logs)
         self.calls: list[int] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._policy, name)
+    # -- the wrapped policy's members -------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        return self._policy.kind
+
+    @property
+    def trainable(self) -> bool:
+        return self._policy.trainable
+
+    @property
+    def version(self) -> str:
+        return self._policy.version
+
+    @property
+    def context_window(self) -> int | None:
+        return self._policy.context_window
+
+    @property
+    def on_progress(self) -> Callable[[GenerationProgress], None] | None:
+        return self._policy.on_progress
+
+    @on_progress.setter
+    def on_progress(self, sink: Callable[[GenerationProgress], None] | None) -> None:
+        self._policy.on_progress = sink
+
+    def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
+        self._policy.load_version(version, checkpoint, adapter=adapter)
+
+    def describe(self) -> dict[str, Any]:
+        return self._policy.describe()
+
+    def tokenize(self, text: str) -> list[int] | None:
+        return self._policy.tokenize(text)
+
+    def close(self) -> None:
+        self._policy.close()
+
+    # -- merging -----------------------------------------------------------------------------------
 
     def leave(self) -> None:
         """This thread will not call :meth:`generate` again."""

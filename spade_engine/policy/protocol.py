@@ -10,14 +10,16 @@ Generation settings travel with each request (``max_new_tokens``, ``temperature`
 ``stop``, ``enable_thinking``): the stages fill them from the role's section of
 ``[policy.generation]``; ``None`` leaves the backend's own default.
 
-Two optional attributes a backend may have: ``context_window`` (prompt + completion tokens at
-most; the designer's document budget is fitted to it) and ``on_progress`` (a callable the run
-sets to receive :class:`GenerationProgress` during long calls).
+Every backend declares two attributes that not every backend uses: ``context_window`` (prompt +
+completion tokens at most, ``None`` for a backend without a fixed window; the designer's document
+budget is fitted to it) and ``on_progress`` (a callable the run sets to receive
+:class:`GenerationProgress` during long calls; a backend that reports no progress keeps it and
+never calls it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -110,6 +112,10 @@ class Policy(Protocol):
     kind: str
     #: whether it has weights the trainer can train (PolicyUpdated checkpoints load into it)
     trainable: bool
+    #: prompt + completion tokens at most (``None``: no fixed window, e.g. the procedural simulation)
+    context_window: int | None
+    #: set by the run to receive progress during long calls; ``None``: nobody listens
+    on_progress: Callable[[GenerationProgress], None] | None
 
     @property
     def version(self) -> str:

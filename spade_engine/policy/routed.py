@@ -36,19 +36,17 @@ class RoleRoutedPolicy:
     @property
     def context_window(self) -> int | None:
         """The smaller of the two models' windows (designer prompts are fitted to it)."""
-        windows = [w for w in (getattr(self.trained, "context_window", None), getattr(self.designer, "context_window", None))
-                   if isinstance(w, int) and w > 0]
+        windows = [w for w in (self.trained.context_window, self.designer.context_window) if w is not None and w > 0]
         return min(windows) if windows else None
 
     @property
     def on_progress(self) -> Callable[[GenerationProgress], None] | None:
-        return getattr(self.trained, "on_progress", None)
+        return self.trained.on_progress
 
     @on_progress.setter
     def on_progress(self, sink: Callable[[GenerationProgress], None] | None) -> None:
         for p in (self.trained, self.designer):
-            if hasattr(p, "on_progress"):
-                p.on_progress = sink  # type: ignore[attr-defined]
+            p.on_progress = sink
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
         design = [i for i, r in enumerate(requests) if r.role == "designer"]

@@ -20,11 +20,11 @@ this backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import SpadeError
-from .protocol import PolicyRequest, Sample
+from .protocol import GenerationProgress, PolicyRequest, Sample
 from .transformers_policy import render_messages
 
 __all__ = ["VllmPolicy", "VllmUnavailable", "build"]
@@ -82,6 +82,10 @@ class VllmPolicy:
             **llm_kwargs,
         )
         self.tokenizer = self.llm.get_tokenizer()
+        #: prompt + completion tokens at most (vLLM's max_model_len)
+        self.context_window: int | None = int(self.llm.llm_engine.model_config.max_model_len)
+        #: declared by the protocol; vLLM's generate reports no progress to it
+        self.on_progress: Callable[[GenerationProgress], None] | None = None
 
     @property
     def version(self) -> str:

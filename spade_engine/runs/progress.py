@@ -87,8 +87,7 @@ class ModelActivity:
     def attach(self, ctx: Any) -> None:
         """Receive ``ctx``'s stage activity and, when its policy reports it, generation progress."""
         ctx.on_activity = self.on_activity
-        if hasattr(ctx.policy, "on_progress"):
-            ctx.policy.on_progress = self.on_progress
+        ctx.policy.on_progress = self.on_progress
 
     def text(self) -> str:
         with self._lock:

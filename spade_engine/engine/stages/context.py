@@ -136,8 +136,8 @@ class StageContext:
     @property
     def context_window(self) -> int | None:
         """The policy's context window in tokens, when it has one (LLM backends)."""
-        window = getattr(self.policy, "context_window", None)
-        return int(window) if isinstance(window, int) and window > 0 else None
+        window = self.policy.context_window
+        return int(window) if window is not None and window > 0 else None
 
     def skills(self) -> list[str]:
         return list(self.cfg.loop.skills) or skill_names(self.cfg.loop.skill_set)

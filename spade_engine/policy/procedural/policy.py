@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import random
 from . import bounded_re as re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..protocol import PolicyRequest, Sample
+from ..protocol import GenerationProgress, PolicyRequest, Sample
 from .families import FAMILIES, Family, family_of_code, render
 
 __all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS", "build"]
@@ -114,6 +114,8 @@ class ProceduralPolicy:
 
     kind = "procedural"
     trainable = False
+    #: no tokens, so no window (budgets count words)
+    context_window: int | None = None
 
     def __init__(
         self,
@@ -132,6 +134,8 @@ class ProceduralPolicy:
         self.repair_success = repair_success
         self.band = band
         self._version = "v0"
+        #: declared by the protocol; a simulation answers at once and reports no progress
+        self.on_progress: Callable[[GenerationProgress], None] | None = None
 
     @property
     def version(self) -> str:
