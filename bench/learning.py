@@ -396,8 +396,21 @@ def main() -> None:
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", type=Path, default=None, help="keep the runs here (default: a temporary directory)")
-    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-learning.{json,md,png,html}")
+    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-<report-name>.{json,md,png,html}")
+    ap.add_argument("--report-name", default="learning", help="the results page's name after its date")
+    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
+                    help="write the results page of an earlier run from the JSON line it printed (nothing is run)")
     a = ap.parse_args()
+    if a.report_from is not None:
+        from results_page import write_results
+
+        lines = [ln for ln in a.report_from.read_text().splitlines() if ln.startswith("{")]
+        if not lines:
+            raise SystemExit(f"error: {a.report_from} holds no JSON line of bench/learning.py")
+        result = json.loads(lines[-1])
+        page = write_results(a.report_name, result, render, extra_files=figures(result))
+        say(f"results page {page}")
+        return
     tmp = tempfile.TemporaryDirectory(prefix="spade-bench-learning-")
     if a.smoke:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -409,6 +422,9 @@ def main() -> None:
         a.model, a.tasks, a.pool_size, a.plays, a.batch_groups, a.updates = str(gguf), ["leg_counting"], 4, 2, 1, 1
         a.max_new_tokens, a.eval_size, a.eval_max_new_tokens, a.minutes, a.parallel, a.lr = 4, 3, 4, 1.0, 4, 1e-3
         a.concurrent_envs, a.eval_every = 1, 0
+    from results_page import provenance
+
+    measured = provenance()  # recorded in the JSON: a page written later from it names this run
     load_start = round(os.getloadavg()[0], 2)
     t_all = time.perf_counter()
     data = a.data_dir or Path(tmp.name) / "data"
@@ -442,6 +458,7 @@ def main() -> None:
         "curves": {"real": curves(data, real["run_id"]), "random": curves(data, random_arm["run_id"])},
         "minutes": round((time.perf_counter() - t_all) / 60, 1),
         "load_average_start": load_start, "load_average_end": round(os.getloadavg()[0], 2),
+        "provenance": measured,
     }
     say(f"held-out gain (R final - v0) {result['heldout_gain']:+.3f} {result['heldout_gain_ci95']} over {result['items']} items; "
         f"random-reward control {result['random_reward_gain']:+.3f} {result['random_reward_gain_ci95']}; "
@@ -449,7 +466,7 @@ def main() -> None:
     if a.report:
         from results_page import write_results
 
-        page = write_results("learning", result, render, extra_files=figures(result))
+        page = write_results(a.report_name, result, render, extra_files=figures(result))
         say(f"results page {page}")
     if a.data_dir is None:
         tmp.cleanup()

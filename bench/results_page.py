@@ -47,9 +47,11 @@ def provenance(argv: list[str] | None = None) -> dict[str, Any]:
 
 def write_results(kind: str, result: dict[str, Any], render: Callable[[dict[str, Any]], str], *,
                   argv: list[str] | None = None, out: Path = RESULTS, extra_files: dict[str, bytes] | None = None) -> Path:
-    """Write the JSON and the page of one run; returns the page's path."""
+    """Write the JSON and the page of one run; returns the page's path. A result that carries its
+    own ``provenance`` (a benchmark records it when it starts, so a page written later from its
+    JSON names the command and commit that measured it) keeps it."""
     out.mkdir(parents=True, exist_ok=True)
-    data = {**result, "provenance": provenance(argv)}
+    data = {**result, "provenance": result.get("provenance") or provenance(argv)}
     stem = f"{data['provenance']['date']}-{kind}"
     (out / f"{stem}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     for name, blob in (extra_files or {}).items():

@@ -100,3 +100,20 @@ def test_model_benchmarks_take_what_start_takes(name: str, tmp_path: Path) -> No
         assert list((tmp_path / "cache" / "tokenizers").glob("*/hf/tokenizer_config.json"))  # extracted once, into the cache
     else:
         assert list((tmp_path / "cache" / "local").glob("*/hf/config.json"))  # converted once, into the cache
+
+
+def test_a_results_page_written_later_from_a_runs_json_names_the_run_that_measured_it(tmp_path) -> None:
+    """``bench/learning.py --report-from JSON`` writes the page of a run that ended earlier: the
+    command and commit on the page are the run's own (recorded in its JSON), not the reporter's."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from results_page import write_results
+
+    measured = {"command": "python3 bench/learning.py --lr 1e-4", "commit": "0123456789ab", "date": "2026-12-01",
+                "machine": "2 CPUs"}
+    page = write_results("learning-x", {"heldout_gain": 0.1, "provenance": measured}, lambda r: "figures", out=tmp_path)
+    assert page.name == "2026-12-01-learning-x.md"
+    text = page.read_text()
+    assert "python3 bench/learning.py --lr 1e-4" in text and "0123456789ab" in text
+    assert json.loads((tmp_path / "2026-12-01-learning-x.json").read_text())["provenance"] == measured
+    fresh = write_results("other", {"heldout_gain": 0.1}, lambda r: "figures", argv=["bench/other.py"], out=tmp_path)
+    assert "python3 bench/other.py" in fresh.read_text()
