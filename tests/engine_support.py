@@ -7,6 +7,7 @@ from typing import Any
 
 from spade_engine.events.log import EventLog
 from spade_engine.policy.protocol import Sample
+from spade_engine.policy.request_context import DesignContext
 
 
 class ScriptedDesigner:
@@ -30,7 +31,7 @@ class ScriptedDesigner:
         for r in requests:
             self.requests.append(r)
             if r.role == "designer":
-                code = self.repair if "repair" in r.context else self.first
+                code = self.repair if (isinstance(r.context, DesignContext) and r.context.repair is not None) else self.first
                 out.append(Sample(text=f"{self.preamble}```python\n{code}```\n"))
             else:
                 out.append(Sample(text=self.hint if r.role == "hinter" else self.action))

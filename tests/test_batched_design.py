@@ -13,6 +13,7 @@ from spade_engine.engine.stages import env_key
 from spade_engine.events.store import open_event_log
 from spade_engine.policy.procedural.policy import ProceduralPolicy
 from spade_engine.runs.engine import open_engine
+from spade_engine.policy.request_context import DesignContext
 
 from engine_support import check_chains, records_by_type
 
@@ -68,7 +69,7 @@ def test_proposals_come_in_batches_and_repairs_join_the_next_one(tmp_path) -> No
     assert all(all(r.role == "designer" for r in call) for call in policy.calls if any(r.role == "designer" for r in call))
     assert summary["roots"] == 5 and summary["repairs"] >= 1, summary
     # a repair shares a batch with new slots (or other repairs): it waited for the next batch
-    mixed = [c for c in design_calls if any("repair" in r.context for r in c)]
+    mixed = [c for c in design_calls if any((isinstance(r.context, DesignContext) and r.context.repair is not None) for r in c)]
     assert mixed and any(len(c) > 1 for c in mixed)
     assert max(embedder.calls) >= 2  # the valid proposals of a batch are embedded in one call
     # designer settings travel on every designer request

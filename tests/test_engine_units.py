@@ -28,6 +28,7 @@ from spade_engine.engine.rollouts import first_user_message, parse_boxed, to_act
 from spade_engine.engine.stages import choose_skill, derive_seed, estimate_regret, play_specs
 from spade_engine.engine.state import RunState
 from spade_engine.events import SqliteEventLog
+from spade_engine.policy.request_context import DesignContext, PlayContext
 from factories import run_events
 
 # -- corpus ------------------------------------------------------------------------------------
@@ -261,7 +262,7 @@ def test_adapt_difficulty_moves_toward_band():
 
 
 def test_procedural_designer_uses_history_only_when_adaptive():
-    ctx = {"skill": "arithmetic", "difficulty": 0.2, "skill_history": [(0.5, 1.0, 0.0)]}
+    ctx = DesignContext(env_id="e", skill="arithmetic", difficulty=0.2, turn_limit=8, skill_history=((0.5, 1.0, 0.0),))
     req = PolicyRequest(role="designer", messages=[{"role": "user", "content": "x"}], context=ctx, seed=1)
     adaptive = declared_difficulty(extract_code(ProceduralPolicy(defect_rate=0).generate([req])[0].text))
     fixed = declared_difficulty(extract_code(ProceduralPolicy(adaptive=False, defect_rate=0).generate([req])[0].text))
@@ -273,8 +274,8 @@ def test_procedural_agent_solves_from_observations():
     assert p.solve_probability(FAMILIES["arithmetic"], 0.0, False) == 0.98
     assert p.solve_probability(FAMILIES["arithmetic"], 1.0, True) > p.solve_probability(FAMILIES["arithmetic"], 1.0, False)
     obs = "Evaluate the expression 2 + 3 * 4 (usual precedence: * before + and -). Reply with \\boxed{<integer>}."
-    req = PolicyRequest(role="agent", messages=[], context={"skill": "arithmetic", "difficulty": 0.0, "observation": obs,
-                                                          "env_id": "e", "play_seed": 1, "turn": 0}, seed=3)
+    req = PolicyRequest(role="agent", messages=[], context=PlayContext(skill="arithmetic", difficulty=0.0, observation=obs,
+                                                                     env_id="e", play_seed=1, turn=0), seed=3)
     assert parse_boxed(p.generate([req])[0].text) == "14"
     assert next_term([1, 1, 2, 3, 5]) == 8 and next_term([2, 6, 18]) == 54 and next_term([1, 2, 4, 7]) == 11
 

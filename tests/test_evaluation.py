@@ -70,7 +70,7 @@ class Scripted:
 
 
 def oracle(req: PolicyRequest) -> str:
-    return f"Thinking. \\boxed{{{req.context['eval']['answer']}}}"
+    return f"Thinking. \\boxed{{{req.context.eval.answer}}}"
 
 
 def garbage(req: PolicyRequest) -> str:
@@ -191,15 +191,15 @@ def test_oracle_scores_one_and_garbage_zero_on_the_default_tasks():
         assert g.score.interval() == (pytest.approx(0.4385, abs=1e-3), 1.0)
         assert b.score.interval() == (0.0, pytest.approx(0.5615, abs=1e-3))
     (gcd,) = rg(("gcd",))
-    off_by_one = evaluate(Scripted(lambda r: f"\\boxed{{{int(r.context['eval']['answer']) + 1}}}"), [gcd], settings)
+    off_by_one = evaluate(Scripted(lambda r: f"\\boxed{{{int(r.context.eval.answer) + 1}}}"), [gcd], settings)
     assert off_by_one[0].score.accuracy == 0.0
-    tags = evaluate(Scripted(lambda r: f"<answer>{r.context['eval']['answer']}</answer>"), [gcd], settings)
+    tags = evaluate(Scripted(lambda r: f"<answer>{r.context.eval.answer}</answer>"), [gcd], settings)
     assert tags[0].score.accuracy == 1.0
 
 
 def test_batches_samples_avg_at_k_and_a_raising_verifier():
     tasks = rg(size=4)
-    policy = Scripted(lambda r: oracle(r) if r.context["eval"]["sample"] % 2 == 0 else garbage(r))
+    policy = Scripted(lambda r: oracle(r) if r.context.eval.sample % 2 == 0 else garbage(r))
     res = evaluate(policy, tasks, EvalSettings(k=4, temperature=0.7, batch_size=5))
     assert policy.calls == [5] * 9 + [3]  # 3 tasks x 4 items x 4 samples = 48 requests
     for r in res:
@@ -407,7 +407,7 @@ class SkillOracle(Scripted):
     """Plays archived procedural environments perfectly: the skill family's own solver."""
 
     def __init__(self):
-        super().__init__(lambda r: f"\\boxed{{{FAMILIES[r.context['skill']].solve(r.context['observation'])}}}", "oracle")
+        super().__init__(lambda r: f"\\boxed{{{FAMILIES[r.context.skill].solve(r.context.observation)}}}", "oracle")
 
 
 @pytest.fixture(scope="module")
@@ -451,7 +451,7 @@ def test_archive_suite_plays_archived_environments_in_the_sandbox(archived_run):
         sampler = SkillOracle()
         seen: list[tuple[int, int]] = []
         answer = sampler._answer
-        sampler._answer = lambda r: seen.append((r.context["play_seed"], r.seed)) or answer(r)
+        sampler._answer = lambda r: seen.append((r.context.play_seed, r.seed)) or answer(r)
         sampled = evaluate(sampler, tasks[:1], EvalSettings(k=3, temperature=0.5), pool=pool, concurrency=2)
     finally:
         pool.close()
@@ -528,7 +528,7 @@ def test_an_interrupted_cli_eval_keeps_the_tasks_it_finished(tmp_path, monkeypat
 
     class DiesOnLcm(Scripted):
         def generate(self, requests):
-            if any(r.context["eval"]["task"] == "lcm" for r in requests):
+            if any(r.context.eval.task == "lcm" for r in requests):
                 raise KeyboardInterrupt
             return super().generate(requests)
 

@@ -160,7 +160,7 @@ class Recording:
         self._version = version
 
     def generate(self, requests):
-        return [Sample(text="\\boxed{" + str(r.context["eval"]["answer"]) + "}", completion_token_ids=[1, 2]) for r in requests]
+        return [Sample(text="\\boxed{" + str(r.context.eval.answer) + "}", completion_token_ids=[1, 2]) for r in requests]
 
     def describe(self):
         return {"kind": self.kind, "model": "rec"}

@@ -27,6 +27,7 @@ from spade_engine.policy.procedural.families import FAMILIES, family_of_code, re
 from spade_engine.engine.rollouts import parse_boxed
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.validator import Validator
+from spade_engine.policy.request_context import DesignContext, DocumentFacts
 
 ROOT = Path(__file__).resolve().parent.parent
 DIFFICULTIES = (0.0, 0.35, 0.7, 1.0)
@@ -42,8 +43,8 @@ def _document(name: str, k: int):
 def _code(name: str, difficulty: float, seed: int) -> str:
     """An environment as the loop gets it: the designer's completion, through extract_code."""
     doc = _document(name, seed)
-    context = {"skill": name, "difficulty": difficulty, "turn_limit": 8,
-               "document": {"doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "domain": doc.domain}}
+    context = DesignContext(env_id="e", skill=name, difficulty=difficulty, turn_limit=8,
+                            document=DocumentFacts(doc_id=doc.doc_id, title=doc.title, text=doc.text, domain=doc.domain))
     req = PolicyRequest(role="designer", messages=[{"role": "user", "content": "design"}], context=context, seed=seed)
     code = extract_code(ProceduralPolicy(adaptive=False, defect_rate=0.0).generate([req])[0].text)
     assert code is not None

@@ -17,6 +17,7 @@ from spade_engine.engine.seed_archive import load_seed_envs
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import BEGIN, code_format, inline, puzzle_only, strip
 from spade_engine.sandbox.validator import Validator
+from spade_engine.policy.request_context import DesignContext
 
 PUZZLE = '''import random
 import re
@@ -292,7 +293,7 @@ def test_a_puzzle_run_shows_puzzles_accepts_the_repair_and_plays_it(tmp_path) ->
     shown = [k for k, p in seeds.items() if strip(p["code"]).strip() in first["prompt"]]
     assert shown and all(code_format(seeds[k]["code"]) == "puzzle" for k in shown)  # only puzzles as examples
     assert verdicts["abcdef-e00000"]["error_kind"] == "crash"
-    repair_req = next(r for r in policy.requests if r.role == "designer" and "repair" in r.context)
+    repair_req = next(r for r in policy.requests if r.role == "designer" and (isinstance(r.context, DesignContext) and r.context.repair is not None))
     assert repair_req.messages[-1]["role"] == "assistant"  # a repair's reply is started too
     assert "setup() must set self.answer" in repair_req.messages[-2]["content"]
     assert verdicts["abcdef-e00000-r1"]["accepted"] and code_format(props["abcdef-e00000-r1"]["code"]) == "puzzle"

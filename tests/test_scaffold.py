@@ -17,6 +17,7 @@ from spade_engine.engine.stages import code_lines, copied_share
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import BASE_SOURCE, BEGIN, code_format, inline, is_scaffolded, strip, subclasses_base
 from spade_engine.sandbox.validator import Validator
+from spade_engine.policy.request_context import DesignContext
 
 GAME = '''import random
 import re
@@ -140,7 +141,7 @@ def test_a_scaffold_run_records_inlined_games_shows_games_and_repairs_with_game_
     assert shown and all(is_scaffolded(seeds[k]["code"]) for k in shown)
     # the broken game fails when its solution is replayed in a fresh process, and the repair names plan(), not solution()
     assert not verdicts["abcdef-e00000"]["valid"] and verdicts["abcdef-e00000"]["failed_check"] == "replay"
-    repair_req = next(r for r in policy.requests if r.role == "designer" and "repair" in r.context)
+    repair_req = next(r for r in policy.requests if r.role == "designer" and (isinstance(r.context, DesignContext) and r.context.repair is not None))
     feedback = repair_req.messages[-1]["content"].split("VERDICT", 1)[1]
     assert "plan()" in feedback and "reset()" not in feedback
     # ... and shows what each command of the replay got back, where plan() and act() disagree

@@ -18,6 +18,7 @@ from spade_engine.errors import ConfigError
 from spade_engine.sandbox import SandboxPool
 from spade_engine.sandbox.scaffold import code_format, strip
 from spade_engine.sandbox.validator import Validator
+from spade_engine.policy.request_context import DesignContext
 
 SEEDS = load_seed_envs("bundled")
 
@@ -106,7 +107,7 @@ def test_a_run_records_the_seeds_shows_them_and_repairs_a_near_copy(tmp_path) ->
     assert dup["valid"] and not dup["accepted"] and dup["error_kind"] == "duplicate" and dup["nearest_env_id"] == copied_id
     repair = props["abcdef-e00000-r1"]
     assert repair["repair_of"] == "abcdef-e00000" and repair["attempt"] == 1
-    repair_req = next(r for r in policy.requests if r.role == "designer" and "repair" in r.context)
+    repair_req = next(r for r in policy.requests if r.role == "designer" and (isinstance(r.context, DesignContext) and r.context.repair is not None))
     assert f"too close to {copied_id}" in repair_req.messages[-1]["content"]
     assert verdicts["abcdef-e00000-r1"]["accepted"]
 

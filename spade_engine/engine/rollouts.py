@@ -21,6 +21,7 @@ are still going), so batched LLM backends are used efficiently.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 
 from ..events.catalogue import RolloutCompleted, Turn
 from ..policy.protocol import PolicyRequest, Sample
+from ..policy.request_context import PlayContext
 from ..sandbox.limits import MAX_ACTION_CHARS
 from .bounds import bound_rollout
 from .regret import episode_reward
@@ -144,7 +146,7 @@ def play_episodes(
     policy_version: str,
     hint: str | None,
     turn_limit: int,
-    context: dict[str, Any] | None = None,
+    context: PlayContext | None = None,
     timeout_errors: tuple[type[BaseException], ...] = (),
     crash_errors: tuple[type[BaseException], ...] = (),
     on_done: Callable[[RolloutCompleted, float], None] | None = None,
@@ -154,6 +156,8 @@ def play_episodes(
 ) -> list[RolloutCompleted]:
     """Run ``specs`` in lockstep and return one RolloutCompleted payload per finished play.
 
+    ``context`` holds the environment's facts (skill, difficulty, an evaluation item) each turn's
+    request carries, with the play's own (seed, hint, turn, observation) filled in.
     ``settings`` are the agent's generation settings, passed on every request
     (``max_new_tokens``, ``temperature``, ``top_p``, ``stop``, ``enable_thinking``).
     ``system_prompt`` replaces :data:`AGENT_SYSTEM_PROMPT` (``bench/agent.py`` compares prompts).
@@ -179,7 +183,7 @@ def play_episodes(
                 )
             )
         return out
-    context = dict(context or {})
+    base = context if context is not None else PlayContext(skill="", difficulty=0.5)
     settings = dict(settings or {})
     eps = [_Episode(spec=s) for s in specs]
     results: list[RolloutCompleted] = []
@@ -249,15 +253,10 @@ def play_episodes(
                 PolicyRequest(
                     role="agent",
                     messages=list(ep.messages),
-                    context={
-                        **context,
-                        "env_id": env_id,
-                        "play_seed": ep.spec.seed,
-                        "hinted": ep.spec.hinted,
-                        "hint": hint if ep.spec.hinted else None,
-                        "turn": turn,
-                        "observation": ep.last_obs,
-                    },
+                    context=dataclasses.replace(
+                        base, env_id=env_id, play_seed=ep.spec.seed, hinted=ep.spec.hinted,
+                        hint=hint if ep.spec.hinted else None, turn=turn, observation=ep.last_obs,
+                    ),
                     seed=(ep.spec.seed * 1009 + turn) & 0x7FFFFFFF,
                     **settings,
                 )

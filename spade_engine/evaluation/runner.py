@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..policy.protocol import Policy, PolicyRequest, Sample
+from ..policy.request_context import EvalItemFacts, PlayContext
 from ..engine.rollouts import PlaySpec, play_episodes
 from ..engine.seeds import derive_seed
 from ..errors import SpadeError
@@ -177,8 +178,12 @@ def _generate(policy: Policy, requests: list[PolicyRequest]) -> list[Sample]:
     return samples
 
 
-def _eval_context(task: EvalTask, index: int, seed: int, sample: int | None, answer: Any) -> dict[str, Any]:
-    return {"eval": {"suite": task.suite, "task": task.task, "index": index, "seed": seed, "sample": sample, "answer": answer}}
+def _eval_context(task: EvalTask, index: int, seed: int, sample: int | None, answer: Any, *,
+                  skill: str = "", difficulty: float | None = None) -> PlayContext:
+    """The facts of an evaluation request: the item, and for an archived environment its skill and
+    difficulty (a reasoning-gym item has no skill of the engine's)."""
+    facts = EvalItemFacts(suite=task.suite, task=task.task, index=index, seed=seed, sample=sample, answer=answer)
+    return PlayContext(skill=skill, difficulty=0.5 if difficulty is None else difficulty, eval=facts)
 
 
 def _reasoning_gym(
@@ -232,7 +237,7 @@ class _Sampling:
     """The policy with the evaluation's temperature, token budget and ``eval`` context applied to
     each request the episode runner makes."""
 
-    def __init__(self, policy: Policy, settings: EvalSettings, eval_context: dict[str, Any]):
+    def __init__(self, policy: Policy, settings: EvalSettings, eval_context: PlayContext):
         self._policy = policy
         self._settings = settings
         self._context = eval_context
@@ -247,7 +252,9 @@ class _Sampling:
         reqs = [
             dataclasses.replace(
                 r,
-                context={**r.context, **self._context},
+                # the play's own facts (seed, turn, observation) with the evaluation item's
+                context=dataclasses.replace(r.context, eval=self._context.eval) if isinstance(r.context, PlayContext)
+                else self._context,
                 temperature=self._settings.temperature,
                 max_new_tokens=self._settings.max_new_tokens if self._settings.max_new_tokens else r.max_new_tokens,
             )
@@ -296,7 +303,7 @@ def _archive(
             policy_version=sampler.version,
             hint=None,
             turn_limit=task.turn_limit,
-            context={"skill": task.task, "difficulty": item.difficulty if item.difficulty is not None else 0.5},
+            context=_eval_context(task, item.index, item.seed, None, None, skill=task.task, difficulty=item.difficulty),
             timeout_errors=(StepTimeout,),
             crash_errors=(SandboxCrash, SandboxError),
             concurrency=max(1, concurrency),

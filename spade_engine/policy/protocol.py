@@ -2,7 +2,8 @@
 
 A policy plays three roles (``designer``, ``hinter``, ``agent``) from chat messages. LLM backends
 use only ``messages``; the procedural backend (a labelled simulation for offline runs and tests)
-may also read the structured ``context`` the engine attaches (skill, difficulty, document...).
+may also read the structured ``context`` the engine attaches, one frozen type per role
+(:mod:`spade_engine.policy.request_context`: skill, difficulty, document, turn...).
 Every sample carries the token ids and behaviour log-probs the trainer needs (empty lists for
 backends without tokens), and why it ended (:data:`FINISH_REASONS`).
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..events.catalogue import Generation
+from .request_context import RequestContext
 
 __all__ = ["Role", "PolicyRequest", "Sample", "Policy", "FINISH_REASONS", "GenerationProgress"]
 
@@ -41,7 +43,8 @@ class PolicyRequest:
 
     role: Role
     messages: list[dict[str, str]]
-    context: dict[str, Any] = field(default_factory=dict)
+    #: the role's structured facts (:mod:`~spade_engine.policy.request_context`); only simulations read them
+    context: RequestContext = None
     seed: int | None = None
     max_new_tokens: int | None = None
     temperature: float | None = None

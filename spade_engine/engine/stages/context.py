@@ -22,6 +22,7 @@ import numpy as np
 from ...archive.examples import MemoryExamples
 from ...config import EngineConfig
 from ...policy.protocol import Policy, PolicyRequest, Role, Sample
+from ...policy.request_context import RequestContext
 from ..corpus import Corpus
 from ..rollouts import Session
 from ..seed_archive import SeedEnv
@@ -152,10 +153,10 @@ class StageContext:
             self.on_activity(text)
 
     def request(
-        self, role: Role, messages: list[dict[str, str]], *, context: dict[str, Any] | None = None, seed: int | None = None
+        self, role: Role, messages: list[dict[str, str]], *, context: RequestContext = None, seed: int | None = None
     ) -> PolicyRequest:
         """A request for ``role`` with that role's generation settings (``[policy.generation.<role>]``)."""
-        return PolicyRequest(role=role, messages=messages, context=context or {}, seed=seed, **self.settings(role))
+        return PolicyRequest(role=role, messages=messages, context=context, seed=seed, **self.settings(role))
 
     def settings(self, role: str) -> RoleSettings:
         """The generation settings of ``role`` as PolicyRequest fields."""

@@ -22,6 +22,7 @@ from typing import Any
 from ...archive.examples import MemoryExamples
 from ...events.catalogue import DocumentRef, EnvironmentProposed, EnvironmentValidated
 from ...policy.protocol import PolicyRequest, Sample
+from ...policy.request_context import DesignContext, DocumentFacts, RepairFacts
 from ...sandbox.scaffold import game_line_numbers
 from ...sandbox.scaffold import inline as inline_scaffold
 from ..designer import CodeExample, declared_difficulty, extract_code, repair_messages
@@ -74,7 +75,7 @@ class DesignJob:
 
 
 def _designer_request(
-    ctx: StageContext, messages: list[dict[str, str]], skill: str, *, context: dict[str, Any], seed: int
+    ctx: StageContext, messages: list[dict[str, str]], skill: str, *, context: DesignContext, seed: int
 ) -> PolicyRequest:
     """The designer's request for ``messages``; a format with a reply prefix (the puzzle's:
     :func:`~.designer_puzzle.puzzle_reply_prefix`) starts the reply as a last assistant message
@@ -177,17 +178,12 @@ def design_job(
             frontier=[{"env_id": e.env_id} for e in shown] + list(examples.frontier),
             negatives=list(examples.negatives), neighbours=list(examples.neighbours),
         )
-    context = {
-        "env_id": env_id,
-        "index": index,
-        "skill": skill,
-        "difficulty": nominal,
-        "document": {"doc_id": doc.doc_id, "title": doc.title, "text": text, "domain": doc.domain},
-        "skill_history": skill_history(skill),
-        "run_history": skill_history(None),
-        "turn_limit": ctx.cfg.loop.turn_limit,
-        "examples": {"parents": examples.parents, "avoid": examples.avoid},
-    }
+    context = DesignContext(
+        env_id=env_id, index=index, skill=skill, difficulty=nominal, turn_limit=ctx.cfg.loop.turn_limit,
+        document=DocumentFacts(doc_id=doc.doc_id, title=doc.title, text=text, domain=doc.domain),
+        skill_history=tuple(skill_history(skill)), run_history=tuple(skill_history(None)),
+        parents=tuple(examples.parents), avoid=tuple(examples.avoid),
+    )
     req = _designer_request(ctx, messages, skill, context=context, seed=derive_seed(ctx.seed, env_key(env_id), "design"))
     return DesignJob(
         request=req, env_id=env_id, skill=skill, nominal=nominal, messages=messages, examples=examples,
@@ -241,15 +237,12 @@ def repair_job(
         show_code=ctx.cfg.loop.repair_shows_code,
     )
     doc = failed.document
-    context = {
-        "env_id": env_id,
-        "skill": failed.skill,
-        "difficulty": failed.difficulty,
-        "document": {"doc_id": doc.doc_id, "title": doc.title, "text": "", "domain": doc.domain} if doc else {},
-        "skill_history": skill_history(failed.skill),
-        "turn_limit": ctx.cfg.loop.turn_limit,
-        "repair": {"code": failed.code, "error_kind": verdict.error_kind, "failed_check": verdict.failed_check},
-    }
+    context = DesignContext(
+        env_id=env_id, skill=failed.skill, difficulty=failed.difficulty, turn_limit=ctx.cfg.loop.turn_limit,
+        document=DocumentFacts(doc_id=doc.doc_id, title=doc.title, text="", domain=doc.domain) if doc else None,
+        skill_history=tuple(skill_history(failed.skill)),
+        repair=RepairFacts(code=failed.code, error_kind=verdict.error_kind, failed_check=verdict.failed_check),
+    )
     examples = MemoryExamples(
         frontier=[{"env_id": p} for p in failed.parents], neighbours=[{"env_id": a} for a in failed.avoid]
     )

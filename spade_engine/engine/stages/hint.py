@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from ...events.catalogue import EnvironmentProposed, GarbageProbe, HintWritten
+from ...policy.request_context import HintContext
 from ...sandbox.probes import garbage_actions
 from ..garbage import run_garbage_probe
 from ..hints import clean_hint, hint_messages
@@ -51,7 +52,7 @@ def write_hint(ctx: StageContext, proposed: EnvironmentProposed) -> HintWritten:
     req = ctx.request(
         "hinter",
         hint_messages(proposed.code),
-        context={"env_id": proposed.env_id, "skill": proposed.skill, "code": proposed.code},
+        context=HintContext(env_id=proposed.env_id, skill=proposed.skill, code=proposed.code),
         seed=derive_seed(ctx.seed, env_key(proposed.env_id), "hint"),
     )
     sample = ctx.generate_one(req)

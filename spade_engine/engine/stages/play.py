@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from ...events.catalogue import EnvironmentProposed, HintWritten, RolloutCompleted
+from ...policy.request_context import PlayContext
 from ..rollouts import PlaySpec, Session, play_episodes
 from ..seeds import derive_seed, env_key
 from .context import StageContext
@@ -51,7 +52,7 @@ def play(
         policy_version=ctx.policy.version,
         hint=hint.hint,
         turn_limit=ctx.cfg.loop.turn_limit,
-        context={"skill": proposed.skill, "difficulty": proposed.difficulty},
+        context=PlayContext(skill=proposed.skill, difficulty=proposed.difficulty),
         timeout_errors=timeout_errors,
         crash_errors=crash_errors,
         on_done=done,

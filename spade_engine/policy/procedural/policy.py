@@ -6,8 +6,8 @@ It implements the :class:`~spade_engine.policy.protocol.Policy` protocol without
   :mod:`.families` (16, over the five corpus domains), with difficulty knobs, rule
   variants, reward schemes and wording grounded on the corpus document. When ``adaptive``, it sets each
   skill's difficulty from the per-skill history of (difficulty, plain win rate, regret) the engine
-  passes in ``context["skill_history"]`` (built from RegretEstimated events), shrunk toward the
-  run-wide estimate of ``context["run_history"]``, steering toward the frontier band; otherwise it uses the engine's nominal target difficulty (a fixed-difficulty
+  passes in its :class:`~spade_engine.policy.request_context.DesignContext` (``skill_history``,
+  built from RegretEstimated events), shrunk toward the run-wide estimate (``run_history``), steering toward the frontier band; otherwise it uses the engine's nominal target difficulty (a fixed-difficulty
   control). A share of proposals (``defect_rate``) carries a deliberate defect (syntax error, crash,
   hang, broken contract, wrong solution, nondeterminism) to exercise validation and repairs; a
   repair request returns a corrected environment with probability ``repair_success``;
@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..protocol import GenerationProgress, PolicyRequest, Sample
+from ..request_context import DesignContext, HintContext, PlayContext
 from .families import FAMILIES, Family, family_of_code, render
 
 __all__ = ["ProceduralPolicy", "adapt_difficulty", "DEFECTS", "build"]
@@ -179,31 +180,33 @@ class ProceduralPolicy:
 
     # -- designer ------------------------------------------------------------------------------
 
-    def difficulty_for(self, skill: str, context: dict[str, Any]) -> float:
+    def difficulty_for(self, skill: str, context: DesignContext) -> float:
         """The difficulty this designer will use for ``skill`` given the engine's context."""
         if self.adaptive:
-            hist = [tuple(map(float, h)) for h in context.get("skill_history", [])]
-            pooled = [tuple(map(float, h)) for h in context.get("run_history", [])]
-            return adapt_difficulty(hist, pooled=pooled, band=self.band)  # type: ignore[arg-type]
-        return float(context.get("difficulty", 0.5))
+            hist = [(float(d), float(w), float(n)) for d, w, n in context.skill_history]
+            pooled = [(float(d), float(w), float(n)) for d, w, n in context.run_history]
+            return adapt_difficulty(hist, pooled=pooled, band=self.band)
+        return float(context.difficulty)
 
     def _design(self, req: PolicyRequest) -> str:
-        ctx = req.context
+        ctx = req.context if isinstance(req.context, DesignContext) else DesignContext(
+            env_id="", skill="", difficulty=0.5, turn_limit=8)
         rng = random.Random(req.seed if req.seed is not None else 0)
-        family = FAMILIES.get(str(ctx.get("skill"))) or FAMILIES[rng.choice(sorted(FAMILIES))]
-        repair = ctx.get("repair")
-        if repair:
-            prev = str(repair.get("code", ""))
+        family = FAMILIES.get(ctx.skill) or FAMILIES[rng.choice(sorted(FAMILIES))]
+        doc = ctx.document
+        title, text = (doc.title, doc.text) if doc is not None else ("", "")
+        if ctx.repair is not None:
+            prev = ctx.repair.code
             fam = family_of_code(prev) or family
             m = re.search(r"^# difficulty: ([0-9.]+)", prev, re.M)
             d = float(m.group(1)) if m else self.difficulty_for(fam.name, ctx)
-            code = render(fam, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"), turn_limit=int(ctx.get("turn_limit", 8)))
+            code = render(fam, d, rng, title=title, doc_text=text, turn_limit=ctx.turn_limit)
             if rng.random() >= self.repair_success:
                 code = _inject_defect(code, rng.choice(DEFECTS), rng)
             return f"Here is the corrected environment.\n\n```python\n{code}```\n"
         d = self.difficulty_for(family.name, ctx)
         d = min(1.0, max(0.0, d + rng.uniform(-0.03, 0.03)))
-        code = render(family, d, rng, title=_doc(ctx, "title"), doc_text=_doc(ctx, "text"), turn_limit=int(ctx.get("turn_limit", 8)))
+        code = render(family, d, rng, title=title, doc_text=text, turn_limit=ctx.turn_limit)
         if rng.random() < self.defect_rate:
             code = _inject_defect(code, rng.choice(DEFECTS), rng)
         return f"```python\n{code}```\n"
@@ -211,7 +214,8 @@ class ProceduralPolicy:
     # -- hinter --------------------------------------------------------------------------------
 
     def _hint(self, req: PolicyRequest) -> str:
-        code = str(req.context.get("code", "")) or (req.messages[-1]["content"] if req.messages else "")
+        code = req.context.code if isinstance(req.context, HintContext) else ""
+        code = code or (req.messages[-1]["content"] if req.messages else "")
         fam = family_of_code(code)
         if fam is None:
             return "Read the observation for the list of allowed actions and reply with exactly one \\boxed{<action>} per turn."
@@ -225,15 +229,15 @@ class ProceduralPolicy:
         return min(0.98, max(0.02, 0.5 + 2.0 * x))
 
     def _act(self, req: PolicyRequest) -> str:
-        ctx = req.context
-        obs = str(ctx.get("observation") or (req.messages[-1]["content"] if req.messages else ""))
-        family = FAMILIES.get(str(ctx.get("skill")))
-        difficulty = float(ctx.get("difficulty", 0.5))
-        hinted = bool(ctx.get("hint"))
-        episode = random.Random(f"agent:{ctx.get('play_seed')}:{int(hinted)}")  # the play seed derives from the env
+        ctx = req.context if isinstance(req.context, PlayContext) else PlayContext(skill="", difficulty=0.5)
+        obs = str(ctx.observation or (req.messages[-1]["content"] if req.messages else ""))
+        family = FAMILIES.get(ctx.skill)
+        difficulty = float(ctx.difficulty)
+        hinted = bool(ctx.hint)
+        episode = random.Random(f"agent:{ctx.play_seed}:{int(hinted)}")  # the play seed derives from the env
         p = self.solve_probability(family, difficulty, hinted)
         solves = episode.random() < p
-        turn = int(ctx.get("turn", 0))
+        turn = ctx.turn
         turn_rng = random.Random(req.seed if req.seed is not None else turn)
         correct = family.solve(obs) if family else None
         if correct is not None and solves:
@@ -243,11 +247,6 @@ class ProceduralPolicy:
         else:
             action = turn_rng.choice(["1", "yes", "help", "look"])
         return f"Let me think about it. \\boxed{{{action}}}"
-
-
-def _doc(ctx: dict[str, Any], field: str) -> str:
-    doc = ctx.get("document") or {}
-    return str(doc.get(field, "")) if isinstance(doc, dict) else ""
 
 
 def build(cfg: Any, *, band: tuple[float, float], data_dir: Any = None) -> ProceduralPolicy:
