@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fetch, start and stop a real single-node Apache Kafka broker (KRaft) on 127.0.0.1.
 
-    scripts/kafka_broker.py fetch                       jars from Maven Central into .cache/kafka/
+    scripts/kafka_broker.py fetch                       jars from Maven Central into the jar cache
+                                                        (~/.cache/spade-engine/kafka, or $SPADE_KAFKA_CACHE)
     scripts/kafka_broker.py start [--port P] [--dir D]  start detached, print the bootstrap address
     scripts/kafka_broker.py start --foreground          run in this process (Ctrl-C stops)
     scripts/kafka_broker.py stop [--dir D]              stop the broker started in D

@@ -118,8 +118,14 @@ def open_run(
     data_dir: Path | None,
     backend: str | None = None,
     bootstrap: str | None = None,
+    *,
+    read_only: bool = False,
 ) -> tuple[str, EventLog]:
-    """Resolve RUN (default: latest) and open its log where it lives."""
+    """Resolve RUN (default: latest) and open its log where it lives; ``read_only`` for a command
+    that only reads the log (it then writes nothing to it, see
+    :func:`~spade_engine.events.store.open_event_log`)."""
     root = resolve_data_dir(data_dir)
     where = locate(run, root, backend, bootstrap)
-    return where.run_id, open_event_log(where.run_id, data_dir=root, backend=where.backend, bootstrap=where.bootstrap)
+    return where.run_id, open_event_log(
+        where.run_id, data_dir=root, backend=where.backend, bootstrap=where.bootstrap, read_only=read_only
+    )

@@ -45,7 +45,7 @@ def show(
     if run is not None:
         from .recorded import recorded_config
 
-        run_id, log = open_run(run, data_dir, backend, bootstrap)
+        run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
         try:
             recorded = recorded_config(log)
         finally:

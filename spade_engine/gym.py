@@ -98,7 +98,7 @@ class ArchivedEnv(SandboxEnv):
             raise ArchivedEnvError("env_id is required (an environment id of the run, or a unique prefix)")
         root = resolve_data_dir(data_dir)
         self.run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=bootstrap)
-        log = open_event_log(self.run_id, data_dir=root, backend=backend, bootstrap=bootstrap)
+        log = open_event_log(self.run_id, data_dir=root, backend=backend, bootstrap=bootstrap, read_only=True)
         try:
             self.env_id, self.code, validation = archived_source(log, env_id)
             recorded = recorded_config_or_default(log)

@@ -1,7 +1,8 @@
 """Pytest fixtures for a real Apache Kafka broker (see spade_engine/devtools/kafka_broker.py).
 
 * ``kafka_broker`` (session): one single-node KRaft broker on free 127.0.0.1 ports for the whole
-  test session, started on first use (jars fetched once into .cache/kafka/), stopped at the end;
+  test session, started on first use (jars fetched once into the jar cache,
+  ``kafka_broker.default_cache_dir()``: ``$SPADE_KAFKA_CACHE`` or ``~/.cache/spade-engine/kafka``), stopped at the end;
 * ``kafka_bootstrap``: its ``HOST:PORT``;
 * ``kafka_faults`` (function): ``kill()`` (SIGKILL) and ``restart()`` the session broker for
   fault tests; it makes sure the broker serves again when the test ends.

@@ -100,3 +100,43 @@ def test_cli_runs_the_embedded_driver_on_sqlite(tmp_path):
     assert dict(rows[1:-1])["RolloutCompleted"] == "8" and "cursor" in res.stderr
     res = cli.invoke(app, ["consumers", "run", "--data-dir", str(tmp_path), "--driver", "faust"])
     assert res.exit_code == 2 and "kafka" in res.output
+
+
+class _CountingStats(RunStatsProjection):
+    """The real statistics projection, counting its flushes (each writes its snapshot file)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.flushes = 0
+
+    def flush(self, cursor):
+        self.flushes += 1
+        super().flush(cursor)
+
+
+def test_the_engine_runner_does_not_flush_after_every_catch_up(tmp_path):
+    """The engine appends an event, then catches its live projections up, once per event: its
+    runner (``live_projection_runner``, ``lazy_flush``) flushes and commits every 200 records or
+    2 s, not at every catch-up (a flush and an offset commit per event made a Kafka run crawl at a
+    few events per second). What is left is flushed by the context's closer (``runner.flush``)."""
+    import time
+
+    from spade_engine.runs.context import live_projection_runner
+
+    log = SqliteEventLog(tmp_path / "r" / "events.sqlite", "r")
+    events = run_events("r", n_envs=12)
+    assert len(events) < 200, "fewer events than the runner's batch: only time or the end flushes them"
+    proj = _CountingStats("r", tmp_path / "stats.json")
+    runner = live_projection_runner(log, [proj])
+    started = time.monotonic()
+    for e in events:  # the engine's pattern: append, then catch up
+        log.append([e])
+        assert runner.catch_up() == 1
+    elapsed = time.monotonic() - started
+    # a flush at a catch-up happens only when 2 s passed since the last one (a loaded machine may
+    # take longer than that over the loop, so the bound follows the time it really took)
+    assert proj.flushes <= elapsed / runner.flush_interval_s + 1, (proj.flushes, elapsed, len(events))
+    runner.flush()
+    assert proj.position() == {0: len(events)} == log.committed("projection:stats"), "nothing is lost at the end"
+    assert RunStatsProjection("r", tmp_path / "stats.json").state.total == len(events)
+    log.close()

@@ -77,3 +77,43 @@ def test_unreachable_broker_error_names_it():
     dead = f"127.0.0.1:{free_port()}"
     with pytest.raises(EventLogError, match=dead):
         KafkaEventLog(dead, "run-x", create=True, connect_timeout_s=1)
+
+
+def test_reads_reuse_their_consumers(kafka_bootstrap, monkeypatch):
+    """The engine appends an event and reads the log from its cursor, once per event: the reads
+    reuse idle reader consumers instead of connecting a new one each time (a new consumer costs a
+    connection, metadata and offset lookups, about 0.1 s; one per read made Kafka runs crawl)."""
+    import spade_engine.events.kafka.log as kafka_log
+
+    created = []
+
+    class CountingConsumer(kafka_log.KafkaConsumer):  # the real kafka-python consumer, counted
+        def __init__(self, *args, **kwargs):
+            created.append(kwargs.get("client_id"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(kafka_log, "KafkaConsumer", CountingConsumer)
+    run_id = "run-kafka-reader-reuse"
+    events = run_events(run_id, n_envs=7)
+    assert len(events) > 50
+    log = KafkaEventLog(kafka_bootstrap, run_id, create=True, partitions=3)
+    try:
+        log.append(events[:3])
+        cursor: dict[int, int] = {}
+        seen = []
+        for r in log.read(cursor):
+            cursor[r.partition] = r.offset + 1
+            seen.append(r.envelope.event_id)
+        before = len(created)
+        for e in events[3:53]:  # 50 rounds of the engine's pattern: append one event, read from the cursor
+            log.append([e])
+            new = list(log.read(cursor))
+            assert [r.envelope.event_id for r in new] == [e.event_id]
+            for r in new:
+                cursor[r.partition] = r.offset + 1
+            seen.append(new[0].envelope.event_id)
+        made = len(created) - before
+    finally:
+        log.close()
+    assert sorted(seen) == sorted(e.event_id for e in events[:53])
+    assert made <= 2, f"{made} consumers created over 50 reads: readers are not reused"

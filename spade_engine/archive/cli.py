@@ -39,7 +39,7 @@ def _open(run, data_dir, backend, bootstrap, url, refresh):
     from ..recorded import recorded_config_or_default
     from .replay import open_checked_projections, open_live_projections
 
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     run_dir = _run_dir(data_dir, run_id)
     if not refresh and url is None and not (run_dir / ARCHIVE_FILENAME).exists():
         log.close()
@@ -48,8 +48,8 @@ def _open(run, data_dir, backend, bootstrap, url, refresh):
         projs = open_checked_projections(run_dir, recorded_config_or_default(log), log, catch_up=True)
     else:
         projs = open_live_projections(run_dir, recorded_config_or_default(log), archive_url=url)
-    if refresh:
-        EmbeddedRunner(log, projs.all).catch_up()
+    if refresh:  # the projections are written, never the log (no group offsets committed: it is read-only here)
+        EmbeddedRunner(log, projs.all, commit_offsets=False).catch_up()
     return run_id, log, run_dir, projs
 
 
@@ -317,7 +317,7 @@ def migrate_cmd(
 ) -> None:
     """Upgrade an archive database of an older schema version to the current one."""
     if url is None:
-        run_id, log = open_run(run, data_dir, backend, bootstrap)
+        run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
         log.close()
         url = resolve_url(_run_dir(data_dir, run_id) / ARCHIVE_FILENAME)
     else:
@@ -363,7 +363,7 @@ def replay_cmd(
     from .replay import ReplayError, open_checked_projections, open_projections, parse_until, replay_run, verify_projections
     from ..recorded import recorded_config_or_default
 
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     run_dir = _run_dir(data_dir, run_id)
     config = recorded_config_or_default(log)
     target: Any = parse_until(until)

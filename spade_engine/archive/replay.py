@@ -167,7 +167,9 @@ def open_checked_projections(
     if catch_up:
         from ..consumers.runner import EmbeddedRunner
 
-        EmbeddedRunner(log, projs.all).catch_up()
+        # the rebuilt projections' snapshots hold their positions; the log's group offsets (for
+        # tooling) are not committed here: the commands that catch up this way only read the log
+        EmbeddedRunner(log, projs.all, commit_offsets=False).catch_up()
     return projs
 
 

@@ -97,9 +97,9 @@ def compare_command(
     evaluations are compared on frontier and compute, with a note saying why accuracy is not."""
     from .summary import compare_runs
 
-    _, log_a = open_run(run_a, data_dir, backend, bootstrap)
+    _, log_a = open_run(run_a, data_dir, backend, bootstrap, read_only=True)
     try:
-        _, log_b = open_run(run_b, data_dir, backend, bootstrap)
+        _, log_b = open_run(run_b, data_dir, backend, bootstrap, read_only=True)
         try:
             c = compare_runs(log_a, log_b, version_a=version_a, version_b=version_b)
         finally:

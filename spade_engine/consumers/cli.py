@@ -106,7 +106,7 @@ def stats(
     """Print the per-run statistics projection: counts by type (a table on a terminal, TSV in a
     pipe; first/last time, cursor and skipped events beside it), or everything as JSON."""
     root = resolve_data_dir(data_dir)
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     log.close()
     path = snapshot_path(root, run_id)
     if not path.exists():

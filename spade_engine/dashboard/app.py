@@ -118,7 +118,7 @@ def create_app(
         raise ValueError("window must be >= 1")
     root = Path(data_dir)
     run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
-    log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+    log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap, read_only=True)  # type: ignore[arg-type]
     sdir = Path(state_dir) if state_dir else DataDir(root).run_dir(run) / "dashboard"
     view = RunView(log, sdir, window=window)
     hub = Hub()

@@ -148,7 +148,7 @@ def audit_cmd(
     from .audit import build_audit, print_summary, write_audit
 
     bound = parse_until(until)
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     try:
         target = out_dir or DataDir(resolve_data_dir(data_dir)).run_dir(run_id) / "audit"
         audit = build_audit(log, until=bound, window=window or DEFAULT_WINDOW)

@@ -52,7 +52,7 @@ def source_run_policy(spec: EnvSourceSpec, *, data_dir: Path, backend: str = "sq
     from ..recorded import recorded_config_or_default
 
     run_id = resolve_run(spec.run, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
-    log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+    log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap, read_only=True)  # type: ignore[arg-type]
     try:
         cfg = recorded_config_or_default(log)
     finally:
@@ -93,7 +93,7 @@ def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
 
         backend, bootstrap = cfg.log.backend, cfg.log.bootstrap
         run_id = resolve_run(spec.run, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
-        log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
+        log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap, read_only=True)
         try:
             curriculum = recorded_curriculum(log)
         finally:

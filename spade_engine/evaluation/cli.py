@@ -201,7 +201,7 @@ def eval_command(
     checkpoint = None
     trained_on: set[str] = set()  # runs whose environments the evaluated policy was trained on
     if run is not None:
-        run_id, log = open_run(run, data_dir, b, boot)
+        run_id, log = open_run(run, data_dir, b, boot, read_only=True)
         try:
             checkpoint = find_checkpoint(log, version, BlobStore(root / "blobs"))
             if model is None:
@@ -216,7 +216,7 @@ def eval_command(
         if spec.kind == "reasoning-gym":
             tasks.extend(reasoning_gym_tasks(spec, size=size, seed=seed))
             continue
-        src_id, src = open_run(spec.run, data_dir, b, boot)
+        src_id, src = open_run(spec.run, data_dir, b, boot, read_only=True)
         try:
             tasks.extend(archive_tasks(src, size=size, seed=seed))
         finally:

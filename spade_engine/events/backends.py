@@ -30,7 +30,9 @@ class LogBackend:
     """How to open, list and reopen the logs of one backend."""
 
     name: str
-    #: ``open(run_id, *, data_dir, bootstrap, create, partitions) -> EventLog``
+    #: ``open(run_id, *, data_dir, bootstrap, create, partitions, read_only) -> EventLog``;
+    #: ``read_only``: the caller only reads (a backend that can opens the log so that nothing is
+    #: written to it; the embedded one does, the Kafka one opens it as usual)
     open: Callable[..., EventLog]
     #: ``list_runs(*, data_dir, bootstrap) -> list[str]`` (oldest first)
     list_runs: Callable[..., list[str]]
@@ -56,14 +58,16 @@ class LogBackend:
     takes_bootstrap: bool = False
 
 
-def _sqlite_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
+def _sqlite_open(
+    run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int, read_only: bool = False
+) -> EventLog:
     from .sqlite.log import LOG_FILENAME, SqliteEventLog
     from .datadir import DataDir
 
     path = DataDir(data_dir).run_dir(run_id) / LOG_FILENAME
     if not create and not path.exists():
         raise RunNotFound(f"no run {run_id!r} in {data_dir}")
-    return SqliteEventLog(path, run_id, create=create)
+    return SqliteEventLog(path, run_id, create=create, read_only=read_only)
 
 
 def _sqlite_list(*, data_dir: Path, bootstrap: str | None) -> list[str]:
@@ -75,7 +79,8 @@ def _sqlite_list(*, data_dir: Path, bootstrap: str | None) -> list[str]:
 def _sqlite_reopen(args: Mapping[str, Any]) -> EventLog:
     from .sqlite.log import SqliteEventLog
 
-    return SqliteEventLog(args["path"], args["run_id"], create=False)
+    # ``read_only`` (optional): the log was opened read-only (:meth:`SqliteEventLog.reopen_args`)
+    return SqliteEventLog(args["path"], args["run_id"], create=False, read_only=bool(args.get("read_only")))
 
 
 def _sqlite_resolve(run_id: str | None, *, data_dir: Path, bootstrap: str | None) -> str:
@@ -100,7 +105,11 @@ def _kafka_class() -> Any:
     return KafkaEventLog
 
 
-def _kafka_open(run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int) -> EventLog:
+def _kafka_open(
+    run_id: str, *, data_dir: Path, bootstrap: str | None, create: bool, partitions: int, read_only: bool = False
+) -> EventLog:
+    # ``read_only`` changes nothing here: opening an existing run's topics appends no event (it
+    # may still create a missing dead-letter topic and raise the topics' max.message.bytes)
     if not bootstrap:
         raise EventLogError("the kafka backend needs --bootstrap HOST:PORT (or SPADE_KAFKA_BOOTSTRAP)")
     log = _kafka_class()(bootstrap, run_id, create=create, partitions=partitions)

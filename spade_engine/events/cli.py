@@ -115,7 +115,7 @@ def tail(
 ) -> None:
     """Show the last events of a run, one line each, and with --follow keep showing new ones."""
     wanted = check_types(type_)
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     try:
         end = log.end_cursor()
         start = {p: max(0, o - lines) for p, o in end.items()} if not wanted else {}
@@ -152,7 +152,7 @@ def count(
 ) -> None:
     """Count a run's events by type (a table on a terminal, TSV in a pipe). On Kafka every record
     is decoded: records that do not decode are not counted, and are reported."""
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     try:
         counts, bad = log.scan_counts()
     finally:
@@ -193,7 +193,7 @@ def export(
     if salvage:
         _salvage(run, out_file, data_dir, backend, bootstrap)
         return
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     try:
         if out_file is None:
             n = export_jsonl(log, sys.stdout.buffer)
@@ -328,7 +328,7 @@ def dead_letters(
     """List input that could not be decoded, with the reason it was rejected and where it came
     from. On Kafka the run's topic is scanned first, so every undecodable record is listed (from
     the dead-letter topic, with its original record key)."""
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     try:
         log.scan_counts()  # where records are decoded on read, this sends the undecodable ones to the dead letters
         letters = log.dead_letters()

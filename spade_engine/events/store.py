@@ -31,9 +31,18 @@ def open_event_log(
     bootstrap: str | None = None,
     create: bool = False,
     partitions: int = 3,
+    read_only: bool = False,
 ) -> EventLog:
-    """Open (or with ``create``, create) the event log of ``run_id`` on ``backend``."""
-    return log_backend(backend).open(run_id, data_dir=data_dir, bootstrap=bootstrap, create=create, partitions=partitions)
+    """Open (or with ``create``, create) the event log of ``run_id`` on ``backend``.
+
+    ``read_only``: for a caller that only reads (``status``, ``events tail``, ``audit``...): the
+    embedded log is then opened so that nothing is written to it, and a log with missing tables
+    is an error instead of being completed (:class:`~spade_engine.events.sqlite.log.SqliteEventLog`)."""
+    if read_only and create:
+        raise ValueError("a log opened read-only is never created")
+    return log_backend(backend).open(
+        run_id, data_dir=data_dir, bootstrap=bootstrap, create=create, partitions=partitions, read_only=read_only
+    )
 
 
 def list_runs(*, data_dir: Path, backend: Backend = "sqlite", bootstrap: str | None = None) -> list[str]:

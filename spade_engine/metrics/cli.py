@@ -29,7 +29,7 @@ def tensorboard_cmd(
     evaluations (step = policy version). View with `tensorboard --logdir LOGDIR`."""
     from .tensorboard import write_tensorboard
 
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     try:
         result = write_tensorboard(log, logdir)
     finally:

@@ -487,7 +487,7 @@ def status(
 ) -> None:
     """Summarise a run: proposals, validity, novelty, plays, regret, win-rate band, per-skill difficulty."""
 
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)
     try:
         state = RunState.from_log(log)
         from ..events import SqliteEventLog
@@ -530,7 +530,7 @@ def run_retrain(run: str | None, model: str, data_dir: Path | None, max_envs: in
     """Shared body of ``retrain`` and ``replay --retrain``: print one line per environment and a summary."""
     from .retrain import retrain_run
 
-    run_id, log = open_run(run, data_dir, backend, bootstrap)
+    run_id, log = open_run(run, data_dir, backend, bootstrap, read_only=True)  # the new run is another log
     try:
         say(f"retraining {model} on the curriculum of {run_id}")
         result = retrain_run(

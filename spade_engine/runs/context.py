@@ -15,10 +15,10 @@ directory) through an embedded runner; workers keep a private in-process memory 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import EngineConfig
 from ..engine.corpus import Corpus
@@ -27,7 +27,11 @@ from ..events.log import EventLog
 from ..policy.protocol import Policy
 from ..policy.registry import make_policy
 
-__all__ = ["Role", "ROLE_NEEDS", "RunContext", "build_context", "close_all", "quiet_model_loading"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ..consumers.projection import Projection
+    from ..consumers.runner import EmbeddedRunner
+
+__all__ = ["Role", "ROLE_NEEDS", "RunContext", "build_context", "close_all", "live_projection_runner", "quiet_model_loading"]
 
 Role = Literal["engine", "designer", "validator", "rollout", "regret"]
 
@@ -85,6 +89,16 @@ class RunContext:
         self.close()
 
 
+def live_projection_runner(log: EventLog, projections: Sequence["Projection"]) -> "EmbeddedRunner":
+    """The engine's runner of its live projections: the engine catches up after every event it
+    appends, so the runner flushes the projections and commits offsets every 200 records or 2 s
+    (``lazy_flush``), not after each of those catch-ups (once per event made a Kafka run crawl);
+    the context's closers flush what is left."""
+    from ..consumers.runner import EmbeddedRunner
+
+    return EmbeddedRunner(log, projections, flush_every=200, flush_interval_s=2.0, lazy_flush=True)
+
+
 def _tokenizer_of(policy: Policy | None) -> Callable[[str], Any] | None:
     if policy is None or policy.tokenize("a") is None:
         return None
@@ -140,12 +154,11 @@ def build_context(
             if role == "engine":
                 from ..archive.memory import encode_embedding
                 from ..archive.replay import open_checked_projections
-                from ..consumers.runner import EmbeddedRunner
 
                 assert run_dir is not None, "the engine's live projections need the run directory"
                 projs = open_checked_projections(run_dir, cfg, log)  # rebuilt when ahead of the log
                 built.closers.append(projs.close)
-                built.runner = EmbeddedRunner(log, projs.all, flush_every=200, flush_interval_s=2.0, lazy_flush=True)
+                built.runner = live_projection_runner(log, projs.all)
                 built.closers.append(built.runner.flush)
                 kw.update(memory=projs.memory, encode_embedding=encode_embedding)
             else:

@@ -10,6 +10,17 @@ Layout of ``events.sqlite``:
 
 Several processes may append and read at once: WAL lets readers run beside one writer, appends
 take the write lock with ``BEGIN IMMEDIATE`` and wait up to ``busy_timeout`` for it.
+
+Opened with ``read_only=True`` (the commands that only read: ``status``, ``events tail``,
+``audit``...), a log is never written: the connection is a SQLite ``mode=ro`` URI, no schema is
+created, the journal mode is left as it is, and a log whose tables are partly missing is an error,
+not repaired. A log with no ``-wal`` file beside it was closed by its last writer, so its main
+file holds every event: it is read as ``immutable`` (no ``-wal``/``-shm`` files are created, and a
+copy on read-only media can be read). Once a ``-wal`` file appears (a writer opened the log
+meanwhile) the next read goes through it, so ``follow`` sees the new events. (A read already under
+way when a writer starts keeps reading the main file; SQLite copies WAL pages into it only at a
+checkpoint, after about 1000 pages or when the writer closes, so such a read is rarely concurrent
+with a change, and it never changes the log.)
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+_TABLES = ("events", "consumer_offsets", "dead_letters", "meta")
 
 
 class SqliteEventLog:
@@ -66,15 +78,28 @@ class SqliteEventLog:
     PARTITION = 0
     backend = "sqlite"
 
-    def __init__(self, path: str | Path, run_id: str, *, create: bool = True, busy_timeout_s: float = 30.0):
+    def __init__(
+        self, path: str | Path, run_id: str, *, create: bool = True, read_only: bool = False, busy_timeout_s: float = 30.0
+    ):
+        if read_only and create:
+            raise ValueError("a read-only event log is never created: pass create=False")
         self.path = Path(path)
         self.run_id = run_id
+        #: opened for reading only: nothing is ever written (see the module docstring)
+        self.read_only = read_only
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._all_conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         if not self.path.exists() and not create:
             raise EventLogError(f"no event log at {self.path}")
+        if read_only:
+            try:
+                self._open_read_only()
+            except BaseException:
+                self.close()
+                raise
+            return
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         else:
@@ -105,6 +130,25 @@ class SqliteEventLog:
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
 
+    def _open_read_only(self) -> None:
+        """Check an existing log for reading: not emptied, every table there, this run, a format
+        this engine reads. Writes nothing, and repairs nothing."""
+        self._check_not_emptied()
+        conn = self._conn()
+        try:
+            tables = self._tables(conn)
+            missing = [t for t in _TABLES if t not in tables]
+            if missing:
+                raise EventLogError(
+                    f"event log {self.path} is incomplete: it has no {', '.join(missing)} table"
+                    f"{'s' if len(missing) > 1 else ''}, so it is not a whole spade event log; a read-only command "
+                    "repairs nothing and nothing was changed. Restore the run from a copy, or recover its events with "
+                    "`spade-engine events export --salvage`"
+                )
+            self._check_meta(conn, self.run_id)
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+
     def _check_not_emptied(self) -> None:
         """An existing log (``create=False``) that is an empty file, or a database without the
         log's tables, is an error, never a fresh log: a run's log emptied or replaced (a copy
@@ -114,10 +158,9 @@ class SqliteEventLog:
         if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
             raise EventLogError(self._emptied("0 bytes"))
         try:
-            uri = self.path.resolve().as_uri() + "?mode=ro"
-            probe = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s)
+            probe = self._connect_read_only()[0]
             try:
-                tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                tables = self._tables(probe)
             finally:
                 probe.close()
         except sqlite3.DatabaseError as exc:
@@ -131,9 +174,12 @@ class SqliteEventLog:
                 "directory (`events export --salvage` recovers what a damaged log still holds)")
 
     @staticmethod
-    def _schema_complete(conn: sqlite3.Connection) -> bool:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        return {"events", "consumer_offsets", "dead_letters", "meta"} <= tables
+    def _tables(conn: sqlite3.Connection) -> set[str]:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    @classmethod
+    def _schema_complete(cls, conn: sqlite3.Connection) -> bool:
+        return set(_TABLES) <= cls._tables(conn)
 
     def _check_meta(self, conn: sqlite3.Connection, run_id: str) -> None:
         row = conn.execute("SELECT value FROM meta WHERE name='run_id'").fetchone()
@@ -147,8 +193,33 @@ class SqliteEventLog:
 
     # -- connections ---------------------------------------------------------------------------
 
+    @property
+    def _wal(self) -> Path:
+        return self.path.with_name(self.path.name + "-wal")
+
+    def _connect_read_only(self) -> tuple[sqlite3.Connection, bool]:
+        """A ``mode=ro`` connection, and whether it is ``immutable`` (no ``-wal`` file: the main
+        file holds everything, read without creating ``-wal``/``-shm`` files)."""
+        immutable = not self._wal.exists()
+        uri = self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
+        conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False)
+        return conn, immutable
+
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self.read_only and self._local.immutable and self._wal.exists():
+            # a writer opened the log since: read through its WAL from now on (the immutable
+            # connection stays open for a read still under way, and is closed by close())
+            conn = None
+        if conn is None and self.read_only:
+            try:
+                conn, self._local.immutable = self._connect_read_only()
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc) from None
+            self._local.conn = conn
+            with self._conns_lock:
+                self._all_conns.append(conn)
         if conn is None:
             try:
                 conn = sqlite3.connect(
@@ -205,6 +276,8 @@ class SqliteEventLog:
                     pass
 
     def _write_txn(self, conn: sqlite3.Connection) -> "SqliteEventLog._Txn":
+        if self.read_only:
+            raise EventLogError(f"event log {self.path} is open read-only: nothing can be written to it here")
         return SqliteEventLog._Txn(conn)
 
     # -- writing -------------------------------------------------------------------------------
@@ -351,7 +424,10 @@ class SqliteEventLog:
 
     def reopen_args(self) -> dict[str, str]:
         """What another process needs to open this log (:func:`~spade_engine.events.backends.reopen_log`)."""
-        return {"path": str(self.path), "run_id": self.run_id}
+        args = {"path": str(self.path), "run_id": self.run_id}
+        if self.read_only:
+            args["read_only"] = "1"
+        return args
 
     def has_event(self, event_id: str) -> bool:
         """Whether an event with this id is recorded."""
