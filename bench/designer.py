@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -99,9 +100,10 @@ def run_arm(
     with open_engine(cfg, run_id=new_run_id(), data_dir=root, create=True, policy=policy) as opened, (
         baseline_repairs() if arm == "baseline" else contextlib.nullcontext()
     ):
-        eng, ctx = opened.engine, opened.engine.ctx
+        eng = opened.engine
         if arm == "baseline":
-            ctx.designer_prompt = baseline_designer_messages
+            eng.ctx = dataclasses.replace(eng.ctx, designer_prompt=baseline_designer_messages)
+        ctx = eng.ctx
         ctx.embedder.embed(["warm up"])
         eng.start_record()
         for payload in missing_seeds(ctx, eng.state):

@@ -41,6 +41,7 @@ Prints figures, and as its LAST line one JSON object.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -112,9 +113,8 @@ def run_stages(cfg: Any, root: Path) -> tuple[list[dict[str, Any]], dict[str, fl
 
     run_id = new_run_id()
     with open_engine(cfg, run_id=run_id, data_dir=root, create=True, projections=True) as opened:
-        ctx = opened.engine.ctx
         memory = EnvironmentMemory(None, cfg.memory)
-        ctx.memory = memory
+        opened.engine.ctx = ctx = dataclasses.replace(opened.engine.ctx, memory=memory)
         history: dict[str, list[tuple[float, float, float]]] = {}
         recent: dict[str, str] = {}
         outs: list[dict[str, Any]] = []

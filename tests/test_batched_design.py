@@ -4,6 +4,7 @@ and every slot keeps its own id and sampling seed, so the batch size changes no 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -50,7 +51,7 @@ def _run(tmp_path, name: str, batch: int) -> tuple[CountingProcedural, CountingE
     run_id = f"run-batch-{name}zzzz"  # an alphanumeric 6-character suffix, as new_run_id gives
     with open_engine(cfg, run_id=run_id, data_dir=tmp_path / name, create=True, policy=policy) as opened:
         embedder = CountingEmbedder(opened.engine.ctx.embedder)
-        opened.engine.ctx.embedder = embedder
+        opened.engine.ctx = dataclasses.replace(opened.engine.ctx, embedder=embedder)
         assert opened.engine.run() == "max_envs"
     log = open_event_log(run_id, data_dir=tmp_path / name)
     try:
@@ -95,7 +96,7 @@ def test_the_default_simulation_run_embeds_in_batches(tmp_path) -> None:
     run_id = "run-batch-defaultzz"
     with open_engine(cfg, run_id=run_id, data_dir=tmp_path, create=True) as opened:
         embedder = CountingEmbedder(opened.engine.ctx.embedder)
-        opened.engine.ctx.embedder = embedder
+        opened.engine.ctx = dataclasses.replace(opened.engine.ctx, embedder=embedder)
         assert opened.engine.run() == "max_envs"
     assert embedder.calls and max(embedder.calls) >= 3, embedder.calls
     assert len(embedder.calls) <= 4, embedder.calls  # 8 new slots (and their repairs) in batches of 4

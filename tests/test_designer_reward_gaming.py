@@ -10,6 +10,7 @@ pure regret stage recomputes it exactly from the recorded probes (``replay --ver
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,8 @@ from spade_engine.events import make_envelope
 from spade_engine.events.catalogue import EnvironmentProposed, GarbageProbe, RolloutCompleted, decode_payload
 from spade_engine.events.sqlite.log import SqliteEventLog
 from spade_engine.events.store import new_run_id
-from spade_engine.policy.protocol import Sample
-from spade_engine.policy.registry import make_policy
+from spade_engine.policy.procedural import ProceduralPolicy
+from spade_engine.policy.protocol import PolicyRequest, Sample
 from spade_engine.sandbox import SandboxCrash, SandboxError, SandboxPool, StepTimeout
 from spade_engine.sandbox.validator import Validator
 
@@ -75,6 +76,13 @@ def test_older_events_upcast_to_one_probe():
     assert (none.garbage_episodes, none.garbage_wins) == (0, 0)
 
 
+class AnswersOne(ProceduralPolicy):
+    """The procedural simulation answering every request (hint or action) with ``\\boxed{1}``."""
+
+    def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
+        return [Sample(text="\\boxed{1}") for _ in requests]
+
+
 def _proposal(run_id: str, index: int, code: str, version: str) -> EnvironmentProposed:
     return EnvironmentProposed(
         env_id=env_id_for(run_id, index), skill="arithmetic", difficulty=0.5, code=code,
@@ -97,12 +105,11 @@ def _run(tmp_path: Path, pool: SandboxPool, code: str, *, plays: int = 4):
         run_id = new_run_id()
         cfg = load_config(overrides={"seed": seed, "loop.plays_per_env": plays, "loop.max_repairs": 0})
         cfg = cfg.model_copy(update={"sandbox": pool.config})
-        policy = make_policy(cfg.policy)
+        policy = AnswersOne()
         ctx = StageContext(
             run_id=run_id, cfg=cfg, policy=policy, corpus=Corpus.from_paths([]), validator=Validator(pool, turn_limit=cfg.loop.turn_limit),
             pool=pool, sandbox_layers=dict(pool.layers), step_errors=((StepTimeout,), (SandboxCrash, SandboxError)),
         )
-        ctx.generate = lambda requests: [Sample(text="\\boxed{1}") for _ in requests]  # type: ignore[method-assign]
         prop = _proposal(run_id, 0, code, policy.version)
         validated = validate(ctx, prop)
         if not validated.valid:

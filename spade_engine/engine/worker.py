@@ -35,6 +35,7 @@ killed after appending, before committing) appends nothing new: the log is idemp
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import tempfile
@@ -356,7 +357,7 @@ class DesignerWorker:
         self.say = say
         self.stats = WorkerStats()
         self.stop_event = engine.stop_event
-        engine.ctx.memory = memory.memory if memory is not None else None
+        engine.ctx = dataclasses.replace(engine.ctx, memory=memory.memory if memory is not None else None)
         self.emit = Emitter(engine.log, engine.state, producer_name(WorkerRole.DESIGNER), self.stats, engine.blobs)
 
     def _unfinished(self, state: RunState) -> list[EnvState]:

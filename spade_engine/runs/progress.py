@@ -86,7 +86,7 @@ class ModelActivity:
 
     def attach(self, ctx: Any) -> None:
         """Receive ``ctx``'s stage activity and, when its policy reports it, generation progress."""
-        ctx.on_activity = self.on_activity
+        ctx.activity_sink.listener = self.on_activity
         ctx.policy.on_progress = self.on_progress
 
     def text(self) -> str:

@@ -100,9 +100,24 @@ class Timings:
         return {"sandbox": self.sandbox, "policy": self.policy, "embedding": self.embedding}
 
 
-@dataclass
+class ActivitySink:
+    """Where the stages' activity lines go ("validating 4 environments", ...): the run's live
+    display sets :attr:`listener` once it is drawn; until then, and without one, lines are dropped.
+    It is the one channel of a :class:`StageContext` that changes after the context is built."""
+
+    def __init__(self) -> None:
+        self.listener: Callable[[str], None] | None = None
+
+    def __call__(self, text: str) -> None:
+        if self.listener is not None:
+            self.listener(text)
+
+
+@dataclass(frozen=True)
 class StageContext:
-    """Shared resources of the stages of one run."""
+    """Shared resources of the stages of one run, built once (:func:`~spade_engine.runs.context.build_context`);
+    a driver that needs a variant (a broker policy, a worker's memory feed) makes one with
+    :func:`dataclasses.replace`."""
 
     run_id: str
     cfg: EngineConfig
@@ -123,11 +138,11 @@ class StageContext:
     #: the designer prompt builder (``designer_messages``; the benchmark swaps in its baseline)
     designer_prompt: Callable[..., list[dict[str, str]]] | None = None
     #: told what the run is doing between model calls ("validating 4 environments", ...)
-    on_activity: Callable[[str], None] | None = None
+    activity_sink: ActivitySink = field(default_factory=ActivitySink)
 
     def __post_init__(self) -> None:
         # a context for a run given no seed draws one (the engine records it in RunStarted)
-        self.cfg = self.cfg.with_run_seed()
+        object.__setattr__(self, "cfg", self.cfg.with_run_seed())
 
     @property
     def seed(self) -> int:
@@ -149,8 +164,8 @@ class StageContext:
                             block_envs=self.cfg.loop.block_envs)
 
     def activity(self, text: str) -> None:
-        if self.on_activity is not None:
-            self.on_activity(text)
+        """Tell the run's display what the stages are doing (see :class:`ActivitySink`)."""
+        self.activity_sink(text)
 
     def request(
         self, role: Role, messages: list[dict[str, str]], *, context: RequestContext = None, seed: int | None = None
