@@ -50,6 +50,7 @@ from spade_engine.events import make_envelope
 from spade_engine.events.catalogue import (
     V1_PROBE_ACTIONS,
     EnvironmentProposed,
+    EnvironmentValidated,
     RolloutCompleted,
     Turn,
     ValidationCheck,
@@ -473,8 +474,11 @@ def test_recorded_texts_are_bounded_with_a_marker():
     assert (t.reward, cut.episode_reward, cut.terminated) == (1.0, 1.0, True)  # numbers never change
     small = bound_rollout(cut)
     assert small is cut  # within the limits: untouched
-    fields = bound_validated({"checks": [ValidationCheck(name="step", passed=False, detail="d" * 50_000)], "class_name": "C" * 500})
-    assert len(fields["checks"][0].detail) <= 2000 and len(fields["class_name"]) <= 200
+    verdict = bound_validated(EnvironmentValidated(
+        env_id="e", valid=False, checks=[ValidationCheck(name="step", passed=False, detail="d" * 50_000)] * 40,
+        class_name="C" * 500, probe_actions=["a" * 10_000]))
+    assert len(verdict.checks) == 32 and len(verdict.checks[0].detail) <= 2000 and len(verdict.class_name or "") <= 200
+    assert len(verdict.probe_actions[0]) < 10_000 and verdict.valid is False
 
 
 # ----------------------------------------------------------------------------------------------

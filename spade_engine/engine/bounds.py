@@ -11,11 +11,10 @@ numbers and flags are unchanged, so regret recomputed from the log is unaffected
 
 from __future__ import annotations
 
-from typing import Any
 
 import msgspec
 
-from ..events.catalogue import RolloutCompleted, ValidationCheck
+from ..events.catalogue import EnvironmentValidated, RolloutCompleted
 from ..sandbox.limits import MAX_ACTION_CHARS, MAX_DETAIL_CHARS, MAX_ERROR_CHARS, MAX_NAME_CHARS, MAX_OBS_CHARS, clip
 
 __all__ = ["bound_validated", "bound_rollout", "MAX_CHECKS"]
@@ -23,20 +22,18 @@ __all__ = ["bound_validated", "bound_rollout", "MAX_CHECKS"]
 MAX_CHECKS = 32  #: checks recorded per validation (the validator runs a dozen)
 
 
-def bound_validated(fields: dict[str, Any]) -> dict[str, Any]:
-    """``EnvironmentValidated`` fields with every sandbox-derived text within its limit."""
-    out = dict(fields)
-    checks = []
-    for c in list(out.get("checks") or [])[:MAX_CHECKS]:
-        if isinstance(c, ValidationCheck):
-            c = msgspec.structs.replace(c, name=clip(c.name, 64), detail=clip(c.detail, MAX_DETAIL_CHARS))
-        checks.append(c)
-    out["checks"] = checks
-    if isinstance(out.get("class_name"), str):
-        out["class_name"] = clip(out["class_name"], MAX_NAME_CHARS)
-    if "probe_actions" in out:
-        out["probe_actions"] = [clip(a, MAX_ACTION_CHARS) for a in out["probe_actions"]]
-    return out
+def bound_validated(verdict: EnvironmentValidated) -> EnvironmentValidated:
+    """``verdict`` with every sandbox-derived text within its limit (checks, class name, probes)."""
+    checks = [
+        msgspec.structs.replace(c, name=clip(c.name, 64), detail=clip(c.detail, MAX_DETAIL_CHARS))
+        for c in list(verdict.checks)[:MAX_CHECKS]
+    ]
+    return msgspec.structs.replace(
+        verdict,
+        checks=checks,
+        class_name=clip(verdict.class_name, MAX_NAME_CHARS) if verdict.class_name is not None else None,
+        probe_actions=[clip(a, MAX_ACTION_CHARS) for a in verdict.probe_actions],
+    )
 
 
 def bound_rollout(payload: RolloutCompleted) -> RolloutCompleted:

@@ -17,7 +17,6 @@ import hashlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ...archive.examples import MemoryExamples
 from ...events.catalogue import DocumentRef, EnvironmentProposed, EnvironmentValidated

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import ast
 import difflib
-from typing import Any
 
+import msgspec
 import numpy as np
 
 from ...archive.novelty import novelty_of
-from ...events.catalogue import EnvironmentProposed, ValidationCheck
+from ...events.catalogue import EnvironmentProposed, EnvironmentValidated, ValidationCheck
 from ...sandbox.scaffold import strip as strip_scaffold
 from ..seeds import seed_env_id
 from .context import StageContext
@@ -29,13 +29,12 @@ def judge_novelty(
     ctx: StageContext,
     proposed: EnvironmentProposed,
     vec: np.ndarray,
-    fields: dict[str, Any],
+    verdict: EnvironmentValidated,
     batch_vecs: list[tuple[str, np.ndarray]],
-) -> None:
-    """Record on ``fields`` (a valid proposal's ``EnvironmentValidated`` fields) whether
-    ``proposed``, embedded as ``vec``, is novel and no copy of a seed, and so accepted; an
-    accepted one joins ``batch_vecs``, the batch's accepted embeddings so far. Needs
-    ``ctx.memory``."""
+) -> EnvironmentValidated:
+    """``verdict`` (the sandbox's, on a valid proposal) completed with whether ``proposed``,
+    embedded as ``vec``, is novel and no copy of a seed, and so accepted; an accepted one joins
+    ``batch_vecs``, the batch's accepted embeddings so far. Needs ``ctx.memory``."""
     assert ctx.memory is not None
     novelty, nearest = ctx.memory.novelty(vec)
     for other_id, other in batch_vecs:  # earlier accepted proposals of this batch
@@ -45,26 +44,27 @@ def judge_novelty(
     threshold = ctx.cfg.memory.novelty_threshold
     novel = bool(novelty >= threshold)
     copy_of, share = copied_seed(ctx, proposed) if novel else (None, 0.0)
-    fields.update(
-        novel=novel,
+    judged = msgspec.structs.replace(
+        verdict,
+        novel=novel and copy_of is None,
         novelty=float(novelty),
         novelty_threshold=threshold,
-        nearest_env_id=nearest,
+        nearest_env_id=copy_of if copy_of is not None else nearest,
         embedding_model=ctx.embedding_model or None,
         embedding_b64=ctx.encode_embedding(vec) if ctx.encode_embedding else None,
-        accepted=novel,
+        accepted=novel and copy_of is None,
     )
+    if judged.accepted:
+        batch_vecs.append((proposed.env_id, vec))
+        return judged
     if copy_of is not None:
-        novel = False
-        fields.update(novel=False, accepted=False, nearest_env_id=copy_of)
         why = f"the code repeats {share:.0%} of the lines of {copy_of} (copy threshold {ctx.cfg.memory.copy_threshold:g})"
     else:
         why = f"novelty {novelty:.3f} is below the threshold {threshold:g}: nearest environment {nearest}"
-    if novel:
-        batch_vecs.append((proposed.env_id, vec))
-    else:
-        fields.update(error_kind="duplicate", failed_check="novelty")
-        fields["checks"] = list(fields.get("checks") or []) + [ValidationCheck(name="novelty", passed=False, detail=why)]
+    return msgspec.structs.replace(
+        judged, error_kind="duplicate", failed_check="novelty",
+        checks=[*judged.checks, ValidationCheck(name="novelty", passed=False, detail=why)],
+    )
 
 
 def code_lines(code: str) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -77,27 +77,20 @@ def validate_batch(ctx: StageContext, proposals: Sequence[EnvironmentProposed]) 
     if todo:
         ctx.activity(f"validating {len(todo)} environment(s) in the sandbox")
     reports = _sandbox_reports(ctx, [(proposals[i].code, validation_seed(ctx.seed, proposals[i].env_id)) for i in todo])
-    fields_of: dict[int, dict[str, Any]] = {}
-    for i, report in zip(todo, reports):
-        fields = bound_validated(dict(report.payload_fields()))
-        fields.setdefault("sandbox_layers", ctx.sandbox_layers)
-        fields["env_id"] = proposals[i].env_id
-        fields_of[i] = fields
-    valid = [i for i in todo if fields_of[i].get("valid")]
+    # the sandbox's verdict, bounded; not accepted until novelty says so
+    checked = {i: bound_validated(EnvironmentValidated(env_id=proposals[i].env_id, **report.payload_fields()))
+               for i, report in zip(todo, reports)}
+    valid = [i for i in todo if checked[i].valid]
     vecs = ctx.embed_many([novelty_text(proposals[i].code) for i in valid]) if valid else None
     batch_vecs: list[tuple[str, np.ndarray]] = []
     for i in todo:
-        fields = fields_of[i]
-        if not fields.get("valid"):
-            fields["accepted"] = False
-            out[i] = EnvironmentValidated(**fields)
-            continue
-        if vecs is None or ctx.memory is None:
-            fields.update(accepted=True, novel=None)
-            out[i] = EnvironmentValidated(**fields)
-            continue
-        judge_novelty(ctx, proposals[i], vecs[valid.index(i)], fields, batch_vecs)
-        out[i] = EnvironmentValidated(**fields)
+        verdict = checked[i]
+        if not verdict.valid:
+            out[i] = verdict
+        elif vecs is None or ctx.memory is None:
+            out[i] = msgspec.structs.replace(verdict, accepted=True, novel=None)
+        else:
+            out[i] = judge_novelty(ctx, proposals[i], vecs[valid.index(i)], verdict, batch_vecs)
     return [v for v in out if v is not None]
 
 
