@@ -193,7 +193,7 @@ def train_arm(root: Path, *, replay: bool, rounds: int, slots: int, plays: int, 
                                     generation=sample.generation())],
                     ))
                 st = state.env(env_id)
-                est = estimate_round(st.proposed, st.all_plays(), cfg, round_=round_, replay=choice is not None,
+                est = estimate_round(st.proposed, st.all_plays(), cfg.reward, cfg.loop, round_=round_, replay=choice is not None,
                                      prev=state.lp_heads.get("words"),
                                      prior=prior_of([e for _, e in st.estimates.values()], round_))
                 append(est)

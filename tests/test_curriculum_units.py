@@ -96,7 +96,7 @@ def _env_events(cfg: EngineConfig, index: int, plain: list[float], hinted: list[
     for e in evs:
         state.apply(make_envelope(e, run_id=RUN, producer="t", event_id=output_event_id(RUN, e)))
     st = state.env(env_id)
-    est = estimate_round(prop, st.all_plays(), cfg, round_=0, replay=False, prev=None)
+    est = estimate_round(prop, st.all_plays(), cfg.reward, cfg.loop, round_=0, replay=False, prev=None)
     state.apply(make_envelope(est, run_id=RUN, producer="t", event_id=output_event_id(RUN, est)))
 
 
@@ -167,11 +167,11 @@ def test_round_estimates_by_hand():
     prop = EnvironmentProposed(env_id="e", skill="math", difficulty=0.5, code="x", code_sha256="0", policy_version="v0")
     plays = [_play("e", 0, False, 0, 1.0, "p0"), _play("e", 0, False, 1, 0.0, "p1"), _play("e", 0, True, 0, 1.0, "h0"),
              _play("e", 0, True, 1, 1.0, "h1"), _play("e", 1, False, 0, 1.0, "q0"), _play("e", 1, False, 1, 1.0, "q1")]
-    r0 = estimate_round(prop, plays, cfg, round_=0, replay=False, prev=None)
+    r0 = estimate_round(prop, plays, cfg.reward, cfg.loop, round_=0, replay=False, prev=None)
     # regret 1 - 0.5; smoothed = round 0's plain; blend 0.4 * clip(0.5 / 0.15) + 0.6 * plateau(0.5) = 1.0; not final
     assert (r0.regret, r0.win_rate_smoothed, r0.designer_reward, r0.designer_final) == (0.5, 0.5, 1.0, False)
     assert r0.rollout_ids == ["p0", "p1", "h0", "h1"]
-    r1 = estimate_round(prop, list(reversed(plays)), cfg, round_=1, replay=False, prev=None)
+    r1 = estimate_round(prop, list(reversed(plays)), cfg.reward, cfg.loop, round_=1, replay=False, prev=None)
     # matched-timing regret from round 0; win rate of round 1 = 1; smoothed over both rounds = 3/4;
     # blend = 0.4 + 0.6 * (1 - (0.75 - 0.6) / 0.25) = 0.64; the last designed round is final
     assert r1.regret == 0.5 and r1.win_rate_plain == 1.0 and r1.win_rate_smoothed == 0.75
@@ -179,10 +179,10 @@ def test_round_estimates_by_hand():
     assert r1.hinted_rewards == [1.0, 1.0] and r1.rollout_ids == ["p0", "p1", "h0", "h1", "q0", "q1"]
     # learning_potential: mu_slow = 0.15 * 0.5 + 0.85 * 0.75 = 0.7125, reward |0.75 - 0.7125|
     lp = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"variant": "learning_potential", "lp_gamma_slow": 0.85})})
-    r1 = estimate_round(prop, plays, lp, round_=1, replay=False, prev=("prev-id", 0.5))
+    r1 = estimate_round(prop, plays, lp.reward, lp.loop, round_=1, replay=False, prev=("prev-id", 0.5))
     assert r1.baseline == pytest.approx(0.7125) and r1.designer_reward == pytest.approx(0.0375) and r1.baseline_prev == "prev-id"
     # a replay round is never final
-    assert not estimate_round(prop, plays, cfg, round_=1, replay=True, prev=None).designer_final
+    assert not estimate_round(prop, plays, cfg.reward, cfg.loop, round_=1, replay=True, prev=None).designer_final
 
 
 def _played(eid, hinted, index, r, *, end_reason="terminated", turns=1, step_timeout=False):
@@ -215,7 +215,7 @@ def test_play_values_by_hand():
 def test_win_signal_in_the_round_estimate_by_hand(signal):
     cfg = load_config(overrides={"loop.plain_plays": 4, "loop.hinted_plays": 4, "reward.win_signal": signal}, environ={})
     prop = EnvironmentProposed(env_id="e", skill="math", difficulty=0.5, code="x", code_sha256="0", policy_version="v0")
-    est = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=None)
+    est = estimate_round(prop, _mixed_plays(), cfg.reward, cfg.loop, round_=0, replay=False, prev=None)
     # regret reads episode rewards either way: 0.75 - (1 + 0.5 + 0 + 0) / 4 = 0.375 -> clipped regret term 0.4
     assert est.regret == 0.375 and est.win_rate_plain == 0.25 and est.win_signal == signal
     if signal == "solved_share":
@@ -225,7 +225,7 @@ def test_win_signal_in_the_round_estimate_by_hand(signal):
         # w = (1 + 0.5 - 1 + 0) / 4 = 0.125; plateau(0.125) = max(0, 1 - 0.275 / 0.25) = 0; blend 0.4
         assert est.win_rate_smoothed == 0.125 and est.designer_reward == pytest.approx(0.4)
         # the learning-potential EMA runs on the same signal: 0.05 * 0.5 + 0.95 * 0.125
-        lp = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=("x", 0.5))
+        lp = estimate_round(prop, _mixed_plays(), cfg.reward, cfg.loop, round_=0, replay=False, prev=("x", 0.5))
         assert lp.baseline == pytest.approx(0.14375)
 
 
@@ -243,11 +243,12 @@ def test_step_timeout_scope_by_hand():
     plays = [_played("p0", False, 0, 1.0), _played("p1", False, 1, 0.0, end_reason="step_timeout", step_timeout=True),
              _played("h0", True, 0, 1.0), _played("h1", True, 1, 1.0)]
     base = {"loop.plays_per_env": 2}
-    est = estimate_round(prop, plays, load_config(overrides=base, environ={}), round_=0, replay=False, prev=None)
+    plain_cfg = load_config(overrides=base, environ={})
+    est = estimate_round(prop, plays, plain_cfg.reward, plain_cfg.loop, round_=0, replay=False, prev=None)
     assert est.step_timeouts == 1 and est.designer_reward == -0.5
     # release: blend from the plays, 0.4 * clip(0.5 / 0.15) + 0.6 * plateau(0.5) = 1.0
-    est = estimate_round(prop, plays, load_config(overrides={**base, "reward.step_timeout_scope": "regret"}, environ={}),
-                         round_=0, replay=False, prev=None)
+    release_cfg = load_config(overrides={**base, "reward.step_timeout_scope": "regret"}, environ={})
+    est = estimate_round(prop, plays, release_cfg.reward, release_cfg.loop, round_=0, replay=False, prev=None)
     assert est.step_timeouts == 1 and est.designer_reward == pytest.approx(1.0)
 
 
@@ -255,13 +256,13 @@ def test_pvl_against_the_value_before_the_round_by_hand():
     prop = EnvironmentProposed(env_id="e", skill="math", difficulty=0.5, code="x", code_sha256="0", policy_version="v0")
     cfg = load_config(overrides={"loop.plays_per_env": 4, "reward.win_signal": "mean_reward"}, environ={})
     # values 1, 0.5, -1, 0; a skill's first environment: V = the round's mean 0.125
-    first = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=None)
+    first = estimate_round(prop, _mixed_plays(), cfg.reward, cfg.loop, round_=0, replay=False, prev=None)
     assert first.value == 0.125 and first.pvl == pytest.approx((0.875 + 0.375) / 4)
     # a first round after other environments of the skill: V = the skill's slow EMA 0.5
-    est = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=("x", 0.5))
+    est = estimate_round(prop, _mixed_plays(), cfg.reward, cfg.loop, round_=0, replay=False, prev=("x", 0.5))
     assert est.value == 0.5 and est.pvl == pytest.approx(0.5 / 4)
     # a later round: V = the environment's previous smoothed win signal 0.2 (the prior wins over prev)
-    est = estimate_round(prop, _mixed_plays(), cfg, round_=0, replay=False, prev=("x", 0.5), prior=0.2)
+    est = estimate_round(prop, _mixed_plays(), cfg.reward, cfg.loop, round_=0, replay=False, prev=("x", 0.5), prior=0.2)
     assert est.value == 0.2 and est.pvl == pytest.approx((0.8 + 0.3) / 4)
     assert LR.pvl([1.0, 0.5, -1.0, 0.0], 0.2) == pytest.approx(0.275)
     # prior_of: the latest estimate before the round

@@ -52,14 +52,14 @@ def test_a_coin_flip_in_the_band_earns_nothing_once_garbage_wins_at_its_seeds():
     at the plays' seeds winning where the coin says heads, it is trivial: designer reward 0."""
     cfg = load_config(overrides={"loop.plays_per_env": 4})
     plays = [_play(i, h, 1.0 if i % 2 == 0 else 0.0) for h in (False, True) for i in range(4)]
-    honest = estimate_round(PROPOSED, plays, cfg, round_=0, replay=False, prev=None, probe=_probe(0, False),
+    honest = estimate_round(PROPOSED, plays, cfg.reward, cfg.loop, round_=0, replay=False, prev=None, probe=_probe(0, False),
                             more_probes=[_probe(i, False) for i in range(1, 4)])
     assert honest.designer_reward == pytest.approx(0.6) and not honest.trivial  # what the coin flip used to earn
     assert (honest.garbage_episodes, honest.garbage_wins) == (4, 0)
-    coin = estimate_round(PROPOSED, plays, cfg, round_=0, replay=False, prev=None, probe=_probe(0, True),
+    coin = estimate_round(PROPOSED, plays, cfg.reward, cfg.loop, round_=0, replay=False, prev=None, probe=_probe(0, True),
                           more_probes=[_probe(i, i % 2 == 0) for i in range(1, 4)])
     assert coin.trivial and coin.designer_reward == 0.0 and (coin.garbage_episodes, coin.garbage_wins) == (4, 2)
-    late = estimate_round(PROPOSED, plays, cfg, round_=0, replay=False, prev=None, probe=_probe(0, False),
+    late = estimate_round(PROPOSED, plays, cfg.reward, cfg.loop, round_=0, replay=False, prev=None, probe=_probe(0, False),
                           more_probes=[_probe(1, False), _probe(2, True)])
     assert late.trivial and late.designer_reward == 0.0  # a win at any seed, not only plain play 0's
 

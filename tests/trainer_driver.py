@@ -123,6 +123,6 @@ def play_curriculum_round(policy, log, run_id: str, cfg, *, n_slots: int = 4, k:
                 turns=[Turn(observation="Say a word.", action=sample.text, reward=r, terminated=True, generation=sample.generation())],
             ))
         st = state.env(env_id)
-        append(estimate_round(st.proposed, st.all_plays(), cfg, round_=round_, replay=choice is not None,
+        append(estimate_round(st.proposed, st.all_plays(), cfg.reward, cfg.loop, round_=round_, replay=choice is not None,
                               prev=state.lp_heads.get("words"), prior=prior_of([e for _, e in st.estimates.values()], round_)))
     return choices

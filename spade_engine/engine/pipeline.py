@@ -159,7 +159,7 @@ def _regret(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit,
     p = st.proposed
     assert p is not None
     est = rounds.estimate_round(
-        p, st.all_plays(), ctx.cfg, round_=round_, replay=round_ in st.replays, prev=state.lp_heads.get(p.skill),
+        p, st.all_plays(), ctx.cfg.reward, ctx.cfg.loop, round_=round_, replay=round_ in st.replays, prev=state.lp_heads.get(p.skill),
         probe=st.hint.garbage_probe if st.hint is not None else None,
         more_probes=st.hint.garbage_probes if st.hint is not None else (),
         prior=rounds.prior_of([e for _, e in st.estimates.values()], round_),

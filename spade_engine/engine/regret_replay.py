@@ -81,7 +81,7 @@ def recompute_regrets(log: EventLog, reward: RewardConfig | None = None) -> list
             prev = (r.baseline_prev, float(by_id[r.baseline_prev].baseline))  # type: ignore[arg-type]
         c = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"variant": r.reward_variant,
                                                                             "win_signal": r.win_signal})})
-        out.append((r, estimate_round(proposals[r.env_id], used, c, round_=r.round, replay=r.replay, prev=prev,
+        out.append((r, estimate_round(proposals[r.env_id], used, c.reward, c.loop, round_=r.round, replay=r.replay, prev=prev,
                                     probe=probes.get(r.env_id), prior=prior_of(by_env[r.env_id], r.round),
                                     more_probes=more.get(r.env_id, ()))))
     return out

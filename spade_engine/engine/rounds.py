@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..config import EngineConfig
+from ..config import EngineConfig, LoopConfig, RewardConfig
 from ..events.catalogue import EnvironmentProposed, GarbageProbe, RegretEstimated, RolloutCompleted
 from .garbage import garbage_wins, probe_reward
 from .regret import designer_reward, ema_update, mean, play_value, regret, win_rate
@@ -100,7 +100,8 @@ def prior_of(estimates: Sequence[RegretEstimated], round_: int) -> float | None:
 def estimate_round(
     proposed: EnvironmentProposed,
     plays: Plays,
-    cfg: EngineConfig,
+    reward: RewardConfig,
+    loop: LoopConfig,
     *,
     round_: int,
     replay: bool,
@@ -124,8 +125,8 @@ def estimate_round(
     at_q = by_round.get(q, [])
     q_plain = [p.episode_reward for _, p in at_q if not p.hinted]
     q_hinted = [p.episode_reward for _, p in at_q if p.hinted]
-    signal = cfg.reward.win_signal
-    window = [r for r in by_round if round_ - cfg.loop.rounds < r <= round_]
+    signal = reward.win_signal
+    window = [r for r in by_round if round_ - loop.rounds < r <= round_]
     pooled = [signal_value(p, signal) for r in window for _, p in by_round[r] if not p.hinted]
     used: list[tuple[str, RolloutCompleted]] = []  # ordered by (round, hinted, index)
     for r in sorted(set(window) | {q}):
@@ -134,8 +135,8 @@ def estimate_round(
     r_value = regret(q_plain, q_hinted)
     smoothed = mean(pooled)
     timeouts = sum(1 for _, p in used if p.step_timeout)
-    final = (not replay) and round_ == cfg.loop.rounds - 1
-    baseline = ema_update(prev[1] if prev else None, smoothed, cfg.reward.lp_gamma_slow)
+    final = (not replay) and round_ == loop.rounds - 1
+    baseline = ema_update(prev[1] if prev else None, smoothed, reward.lp_gamma_slow)
     values_now = [signal_value(p, signal) for _, p in this if not p.hinted]
     value = prior if prior is not None else (prev[1] if prev else (mean(values_now) if values_now else None))
     pvl = (sum(max(x - value, 0.0) for x in values_now) / len(values_now)) if values_now and value is not None else 0.0
@@ -151,9 +152,9 @@ def estimate_round(
         win_rate_hinted=win_rate(q_hinted),
         regret=r_value,
         designer_reward=0.0 if wins else designer_reward(
-            r_value, smoothed, variant=cfg.reward.variant, step_timeouts=timeouts, cfg=cfg.reward, baseline=baseline
+            r_value, smoothed, variant=reward.variant, step_timeouts=timeouts, cfg=reward, baseline=baseline
         ),
-        reward_variant=cfg.reward.variant,
+        reward_variant=reward.variant,
         step_timeouts=timeouts,
         policy_version=versions[-1] if versions else "",
         rollout_ids=[eid for eid, _ in used],

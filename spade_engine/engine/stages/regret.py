@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...config import EngineConfig, RewardConfig
+from ...config import LoopConfig, RewardConfig
 from ...events.catalogue import EnvironmentProposed, GarbageProbe, RegretEstimated, RolloutCompleted
 from ..rounds import estimate_round
 
@@ -30,5 +30,5 @@ def estimate_regret(
     ``probe`` is the recorded garbage probe (``HintWritten.garbage_probe``): when it won, the environment is ``trivial``
     and its designer reward is 0.
     """
-    cfg = EngineConfig().model_copy(update={"reward": reward})
-    return estimate_round(proposed, plays, cfg, round_=0, replay=False, prev=None, probe=probe, more_probes=more_probes)
+    return estimate_round(proposed, plays, reward, LoopConfig(), round_=0, replay=False, prev=None, probe=probe,
+                          more_probes=more_probes)
