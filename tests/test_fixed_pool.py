@@ -35,6 +35,13 @@ def test_env_source_parsing():
                      ("textarena:Mastermind-v0?size=0", "between 1"), ("rg:gcd,gcd", "twice")]:
         with pytest.raises(EnvSourceError, match=why):
             parse_env_source(bad)
+    # the config's loop section reads its source through the same parser, the one place it is parsed
+    from spade_engine.config import load_config
+
+    loop = load_config(overrides={"loop.env_source": "rg:gcd,maze?size=7&turns=3"}, environ={}).loop
+    assert loop.source == s and load_config(environ={}).loop.source.kind == "designer"
+    with pytest.raises(EnvSourceError, match="did you mean gcd"):
+        _ = load_config(overrides={"loop.env_source": "rg:gcdd"}, environ={}).loop.source
 
 
 def test_scorer_extraction_and_matching():

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from engine_support import check_chains
 from spade_engine.cli import app
-from spade_engine.config import SandboxConfig
+from spade_engine.config import LoopConfig, SandboxConfig
 from spade_engine.envsources import parse_env_source, source_preload
 from spade_engine.envsources.textarena_pool import build_pool
 from spade_engine.events.store import DataDir, open_event_log
@@ -27,8 +27,11 @@ GAMES = ["GuessTheNumber-v0", "TowerOfHanoi-v0", "Mastermind-v0"]
 def test_parsing_and_what_the_workers_preload():
     spec = parse_env_source("textarena:GuessTheNumber-v0,TowerOfHanoi-v0-hard?size=3")
     assert (spec.kind, spec.tasks, spec.size, spec.fixed) == ("textarena", ("GuessTheNumber-v0", "TowerOfHanoi-v0-hard"), 3, True)
-    assert source_preload("textarena:Mastermind-v0") == ["textarena"]
-    assert source_preload("rg:gcd") == source_preload("") == source_preload("textarena:Wordle-v0") == []
+    def loop(source: str) -> LoopConfig:
+        return LoopConfig(env_source=source)
+
+    assert source_preload(loop("textarena:Mastermind-v0")) == ["textarena"]
+    assert source_preload(loop("rg:gcd")) == source_preload(loop("")) == source_preload(loop("textarena:Wordle-v0")) == []
 
 
 def test_the_pool_is_deterministic_and_uses_training_seeds():

@@ -21,9 +21,12 @@ novelty is still computed and recorded), see :func:`fixed_source_overrides`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .spec import EnvSourceError, EnvSourceSpec, parse_env_source
+
+if TYPE_CHECKING:
+    from ..config import LoopConfig
 
 __all__ = [
     "EnvSourceError",
@@ -64,7 +67,7 @@ def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
     """The source named by ``cfg.loop.env_source`` (an object with ``propose(engine, index)``,
     ``describe()`` and ``close()``); raises :class:`EnvSourceError` for the designer or a source
     that cannot be built."""
-    spec = parse_env_source(cfg.loop.env_source)
+    spec = cfg.loop.source
     if spec.kind == "reasoning-gym":
         from .rgpool import build_pool
         from .sources import PoolSource
@@ -104,12 +107,12 @@ def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
     raise EnvSourceError("loop.env_source is the designer: there is no source to open")
 
 
-def source_preload(env_source: str | None) -> list[str]:
-    """Modules the sandbox workers of a run with this source import before isolation (textarena
-    for ``textarena:...``; none otherwise). Derived from the source's kind, never from a recorded
-    module list, so an imported log cannot choose what runs before isolation."""
+def source_preload(loop: LoopConfig) -> list[str]:
+    """Modules the sandbox workers of a run with ``loop``'s source import before isolation
+    (textarena for ``textarena:...``; none otherwise). Derived from the source's kind, never from
+    a recorded module list, so an imported log cannot choose what runs before isolation."""
     try:
-        spec = parse_env_source(env_source)
+        spec = loop.source
     except EnvSourceError:
         return []
     if spec.kind == "textarena":

@@ -17,6 +17,7 @@ generated or opened here, so a bad source is reported before a model is loaded.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import parse_qsl
 
 from ..errors import SpadeError
@@ -35,7 +36,7 @@ class EnvSourceError(SpadeError):
 class EnvSourceSpec:
     """A parsed environment source."""
 
-    kind: str  # "designer", "reasoning-gym", "textarena" or "archive"
+    kind: Literal["designer", "reasoning-gym", "textarena", "archive"]
     tasks: tuple[str, ...] = ()  # reasoning-gym tasks, or textarena games
     size: int = DEFAULT_POOL_SIZE
     turns: int = 1

@@ -295,11 +295,10 @@ def eval_command(
 def _archive_sources(log: Any, root: Path, backend: str, bootstrap: str | None) -> list[str]:
     """The run ids a run took its environments from (``loop.env_source = archive:RUN``), so an
     evaluation on that archive is flagged as not held out."""
-    from ..envsources.spec import parse_env_source
     from ..recorded import recorded_config
 
     cfg = recorded_config(log)
-    spec = parse_env_source(cfg.loop.env_source) if cfg is not None and cfg.loop.env_source else None
+    spec = cfg.loop.source if cfg is not None and cfg.loop.env_source else None
     if spec is None or spec.kind != "archive" or not spec.run:
         return []
     try:

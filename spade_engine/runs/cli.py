@@ -313,7 +313,7 @@ def start(
                              "engine's defaults; spade-engine config show --preset " + preset + ")", "dim")))
         cfg = load_config(config, overrides=flags, preset=preset)
         if source_spec is None and cfg.loop.env_source:  # from the config file, a preset or SPADE_LOOP__ENV_SOURCE
-            cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
+            cfg = cfg.with_overrides(fixed_source_overrides(cfg.loop.source))
     else:
         from ..events.store import open_event_log
 

@@ -140,7 +140,7 @@ def build_context(
             from ..envsources import source_preload
 
             sandbox_cfg = cfg.sandbox
-            extra = [m for m in source_preload(cfg.loop.env_source) if m not in sandbox_cfg.preload_modules]
+            extra = [m for m in source_preload(cfg.loop) if m not in sandbox_cfg.preload_modules]
             if extra:  # e.g. textarena, which imports modules the sandbox forbids after isolation
                 sandbox_cfg = sandbox_cfg.model_copy(update={"preload_modules": [*sandbox_cfg.preload_modules, *extra]})
             pool = SandboxPool(sandbox_cfg)

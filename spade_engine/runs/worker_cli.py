@@ -157,9 +157,9 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
         flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "log.partitions": partitions})
         cfg = load_config(config, overrides=flags)
         if cfg.loop.env_source:  # a fixed source from the config: its implied settings, recorded
-            from ..envsources import fixed_source_overrides, parse_env_source
+            from ..envsources import fixed_source_overrides
 
-            cfg = cfg.with_overrides(fixed_source_overrides(parse_env_source(cfg.loop.env_source)))
+            cfg = cfg.with_overrides(fixed_source_overrides(cfg.loop.source))
     else:
         cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
     cfg = cfg.with_run_seed()  # a new run given no seed draws one (recorded in RunStarted)
