@@ -7,14 +7,13 @@ when it is unfinished (never stopped, interrupted, or failed), else a new run is
 RunStarted (only ``--max-envs`` and ``--plays`` apply to it; ``--plays`` affects environments not
 yet played), except for its ``[sandbox]`` section, which is always the local one (defaults <
 ``--config`` < ``SPADE_SANDBOX__*``): a recorded ``sandbox.preload_modules`` would otherwise be
-imported before isolation.
+imported before isolation. The command is a thin shell over :mod:`.start` (configure, open,
+present).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from collections.abc import Sequence
@@ -22,7 +21,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Group
-from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -39,13 +37,11 @@ from ..cli_common import (
     open_run,
     out,
 )
-from ..config import DEFAULT_MAX_ENVS, load_config, parse_assignments, resolve_config
-from ..errors import SpadeError
+from ..config import DEFAULT_MAX_ENVS, resolve_config
 from ..engine.state import RunState
 from ..events.errors import RunNotFound
 from ..events.store import new_run_backend, remember_run_place, resolve_data_dir
-from ..recorded import recorded_config, with_local_sandbox
-from ..policy.registry import backend as policy_backend
+from ..recorded import recorded_config
 from ..textout import is_terminal, note, plain, print_json, say, styled, tsv_row
 
 __all__ = ["start", "status", "render_stats", "print_stats", "stats_rows", "progress_line", "panel_lines", "eta", "duration",
@@ -272,208 +268,29 @@ def start(
     The log's backend: --backend, else $SPADE_LOG__BACKEND or the config's [log] backend, else
     the resumed run's own (its data directory remembers it), else kafka when a bootstrap is given.
     """
-    from ..engine.stages import designer_batch as stages_batch
-    from .engine import forget_unstarted_run, open_engine, resolve_start_run
-    from .progress import ModelActivity
+    from .engine import forget_unstarted_run, open_engine
+    from .start import StartOptions, announce_start, describe_engine, drive, plan_start, report_stop
 
-    if forever and max_envs is not None:
-        raise SpadeError("--forever and --max-envs contradict each other: pass one")
-    if forever:
-        max_envs = 0
-    root = resolve_data_dir(data_dir)
-    from ..envsources import fixed_source_overrides, parse_env_source, source_run_policy
-
-    assigned = parse_assignments(sets or [])  # bad text: before any work
-    source_spec = parse_env_source(env_source) if env_source is not None else None
-    b, boot = _start_place(run, new, root, backend, bootstrap, config, preset, assigned)
-    run_id, create = resolve_start_run(run, data_dir=root, backend=b, bootstrap=boot, new=new)
-    flags: dict[str, Any] = {**assigned, "loop.max_envs": max_envs, "loop.plays_per_env": plays, "trainer.enabled": train,
-                             "eval.every": eval_every}
-    if plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
-        flags.update({"loop.plain_plays": plays, "loop.hinted_plays": plays})
-    # a run that never started (killed before it recorded anything) is configured like a new one
-    if create or not _has_started(run_id, root, b, boot):
-        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": seed_envs,
-                      "loop.designer_format": designer_format})
-        if source_spec is not None:
-            flags.update({"loop.env_source": env_source, **fixed_source_overrides(source_spec)})
-            if not model:
-                flags.update(source_run_policy(source_spec, data_dir=root, backend=b, bootstrap=boot))
-        if model:
-            kind = policy or _policy_for(model)
-            flags.update({"policy.kind": kind, "policy.model": model})
-            if kind == "llamacpp" and train:
-                flags["trainer.lora"] = True  # llama.cpp serves trained versions as LoRA adapters
-        elif policy is not None:
-            flags["policy.kind"] = policy
-        if preset is None and model:
-            preset = catalogue_preset(model)
-            if preset is not None:
-                note(styled((f"preset {preset}: the model catalogue's choice for {model} (--preset laptop for the "
-                             "engine's defaults; spade-engine config show --preset " + preset + ")", "dim")))
-        cfg = load_config(config, overrides=flags, preset=preset)
-        if source_spec is None and cfg.loop.env_source:  # from the config file, a preset or SPADE_LOOP__ENV_SOURCE
-            cfg = cfg.with_overrides(fixed_source_overrides(cfg.loop.source))
-    else:
-        from ..events.store import open_event_log
-
-        log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot)
-        try:
-            recorded = recorded_config(log)
-        finally:
-            log.close()
-        if recorded is None:
-            cfg = load_config(config, overrides={**flags, "seed": seed, "log.backend": b, "log.bootstrap": boot}, preset=preset)
-        else:
-            # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
-            cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if (model or seed is not None or config is not None or preset is not None or seed_envs is not None
-                    or env_source is not None or designer_format is not None or assigned):
-                note(styled((
-                    "resuming: the run keeps its recorded config (but for [sandbox], always local); --model/--seed/"
-                    "--preset/--seed-envs/--env-source/--designer-format/--set and --config's other sections are ignored",
-                    "yellow")))
-    drawn = cfg.seed is None  # no --seed, no seed in a preset or file, no SPADE_SEED: a new run draws one
-    cfg = cfg.with_run_seed()
-    verb = "starting new run" if create else "resuming run"
-    note(styled((verb, "bold"), " ", (run_id, None), "  ",
-                (f"(data {root}, backend {b}, policy {cfg.policy.kind}, seed {cfg.seed})", "dim")))
-    if drawn:
-        note(styled((f"seed {cfg.seed} drawn for this run (recorded; start --new --seed {cfg.seed} repeats it)", "dim")))
-    if cfg.policy.kind == "llamacpp":
-        from ..policy.llamacpp_lib import ensure_installed
-
-        # the first real-model run builds llama.cpp (minutes, once per machine), saying so
-        ensure_installed(say=lambda line: note(styled((line, "dim"))))
-    if policy_backend(cfg.policy.kind).needs_model and cfg.policy.model:
-        note(styled((f"loading model {cfg.policy.model} ({cfg.policy.kind})...", "dim")))
+    plan = plan_start(StartOptions(
+        max_envs=max_envs, forever=forever, model=model, policy=policy, backend=backend, bootstrap=bootstrap,
+        data_dir=data_dir, config=config, preset=preset, run=run, new=new, seed=seed, plays=plays, train=train,
+        seed_envs=seed_envs, designer_format=designer_format, env_source=env_source, eval_every=eval_every,
+        sets=tuple(sets or ()),
+    ))
+    announce_start(plan)
     try:
-        with open_engine(cfg, run_id=run_id, data_dir=root, create=create) as opened:
+        with open_engine(plan.cfg, run_id=plan.run_id, data_dir=plan.root, create=plan.create) as opened:
             engine = opened.engine
-            remember_run_place(run_id, data_dir=root, backend=b, bootstrap=boot)  # later commands need no flags
-            if engine.ctx.pool is not None:
-                from ..sandbox.cli import warn_missing_layers
-
-                warn_missing_layers(engine.ctx.pool)
-            if engine.trainer is not None:
-                note(styled((f"training {cfg.policy.model} between environments (trainer.enabled, every {cfg.trainer.batch_groups} groups)", "dim")))
-                if engine.trainer.evaluator is not None:
-                    note(styled((f"held-out evaluation every {cfg.eval.every} update(s) on {', '.join(cfg.eval.suites)}", "dim")))
-            if cfg.loop.env_source:
-                note(styled((f"environments from {cfg.loop.env_source} (fixed source: the designer is not called)", "dim")))
-            embedder = engine.ctx.embedder
-            if embedder is not None:
-                name = cfg.memory.embedding_model
-                note(styled((f"loading embedding model {name}...", "dim")))
-                t_load = time.monotonic()
-                embedder.embed(["warm-up"])
-                note(styled((f"embedding model {name} loaded in {time.monotonic() - t_load:.1f}s", "dim")))
+            # later commands on this run need no flags
+            remember_run_place(plan.run_id, data_dir=plan.root, backend=plan.backend, bootstrap=plan.bootstrap)
+            describe_engine(engine, plan.cfg)
             t0 = time.monotonic()
-            last = [0.0]  # the panel's last redraw, or (lines) the last progress line
-            last_call = [0.0]  # (lines) the engine's last progress call, printed or not
-            last_now = [0.0]  # (lines) the last "now" line
-            live: Live | None = None
-            lines = progress and not is_terminal()
-            band = (cfg.reward.band_low, cfg.reward.band_high)
-            roots_at_start = engine.state.stats(band)["roots"]  # the ETA is paced by what this start makes
-            activity = ModelActivity()
-            activity.attach(engine.ctx)
-            if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
-                note(styled((
-                    f"{cfg.policy.model} runs on the CPU ({cfg.policy.kind}): a designer batch of "
-                    f"{stages_batch(cfg, engine.ctx.policy)} proposals (up to {cfg.policy.generation.designer.max_new_tokens} "
-                    "new tokens each) takes a minute or more; the panel shows tokens/s and an ETA", "dim")))
-
-            shown: list[dict[str, Any] | None] = [None]
-            printing = threading.Lock()
-
-            def draw(state: RunState | None, force: bool = False) -> None:
-                now = time.monotonic()
-                if lines:
-                    with printing:  # the engine's thread and the tick thread
-                        if state is not None:
-                            last_call[0] = now
-                            if force or now - last[0] >= progress_every:
-                                last[0] = now
-                                say(progress_line(state.stats(band), now - t0, cfg.loop.env_bound, roots_at_start))
-                        elif (now - last_call[0] >= progress_every and now - last_now[0] >= progress_every
-                              and activity.text()):
-                            # the engine has not reported for a whole period: a long model call, so
-                            # say what the model is doing (never in place of a due progress line)
-                            last_now[0] = now
-                            say(f"  now ({now - t0:.0f}s): {activity.text()}")
-                    return
-                if live is None or (not force and now - last[0] < 0.25):
-                    return
-                last[0] = now
-                if state is not None:  # the engine's thread: fold a fresh summary
-                    shown[0] = state.stats(band)
-                if shown[0] is None:
-                    return
-                tm = engine.ctx.timings
-                extra = panel_lines(
-                    shown[0], now - t0, cfg.loop.env_bound, done_at_start=roots_at_start, now_doing=activity.text(),
-                    timings=f"sandbox {tm.sandbox:.1f}s, policy {tm.policy:.1f}s, embedding {tm.embedding:.1f}s",
-                )
-                live.update(render_stats(shown[0], title=run_id, extra=extra))
-
-            def tick() -> None:  # redraw the activity line (a terminal) or say it (lines) while a long model call runs
-                while not done_drawing.wait(1.0):
-                    draw(None)
-
-            done_drawing = threading.Event()
-            engine.on_progress = draw
-            interrupts = [0]
-
-            def on_signal(signum: int, frame: Any) -> None:
-                interrupts[0] += 1
-                if interrupts[0] > 1:
-                    raise KeyboardInterrupt
-                note(styled(("stopping after the current step (Ctrl-C again to abort now)...", "yellow")))
-                engine.stop()
-
-            in_main = threading.current_thread() is threading.main_thread()
-            old = {}
-            if in_main:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    old[sig] = signal.signal(sig, on_signal)
-            try:
-                if progress and not lines:
-                    live = Live(render_stats(engine.state.stats(), title=run_id), console=out, refresh_per_second=4, transient=False)
-                    live.start()
-                    threading.Thread(target=tick, name="progress", daemon=True).start()
-                elif lines:
-                    draw(engine.state, force=True)  # a first line at once: the run is alive
-                    threading.Thread(target=tick, name="progress", daemon=True).start()
-                try:
-                    reason = engine.run()
-                except KeyboardInterrupt:
-                    reason = "interrupted"
-                activity.on_activity("")
-                if live is not None:
-                    draw(engine.state, force=True)
-            finally:
-                done_drawing.set()
-                if live is not None:
-                    live.stop()
-                for sig, handler in old.items():
-                    signal.signal(sig, handler)
-            s = engine.state.stats(band)
-            if lines:
-                print_stats(s, title=run_id, extra=f"{time.monotonic() - t0:.0f}s, stopped ({reason})")
-            trained = ""
-            if engine.trainer is not None:
-                trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
-            note(styled(
-                ("stopped", "bold"),
-                (f" ({reason}): {s['roots']} environments, {_accepted(s)}, {s['plays']} plays, "
-                 f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
-            ))
-            for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
-                note(line)
+            reason = drive(engine, plan.cfg, plan.run_id, progress=progress, progress_every=progress_every)
+            report_stop(engine, plan.cfg, plan.run_id, reason, elapsed_s=time.monotonic() - t0, progress=progress,
+                        data_dir=data_dir)
     except BaseException:
-        if create:  # Ctrl-C during start-up, a model that fails to load...: no run left that never started
-            forget_unstarted_run(run_id, data_dir=root, backend=b, bootstrap=boot)
+        if plan.create:  # Ctrl-C during start-up, a model that fails to load...: no run left that never started
+            forget_unstarted_run(plan.run_id, data_dir=plan.root, backend=plan.backend, bootstrap=plan.bootstrap)
         raise
 
 
