@@ -12,6 +12,7 @@ Output: a table (or ``--json``) with accuracy per task and its 95% Wilson interv
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -173,52 +174,119 @@ def eval_command(
     """Score a policy on held-out suites: accuracy per task with a 95% Wilson interval, greedy or
     avg@k. Each task's result is recorded as an EvaluationCompleted event. Evaluation items come
     from a seed range no training source uses."""
+    plan = plan_eval(EvalOptions(
+        suites=tuple(suites), model=model, run=run, version=version, size=size, seed=seed, samples=samples,
+        temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, prompt=prompt,
+        policy_kind=policy_kind, device=device, dtype=dtype, record_run=record_run, no_record=no_record,
+        config_file=config_file, workers=workers, data_dir=data_dir, backend=backend, bootstrap=bootstrap,
+    ))
+    outcome = run_eval(plan, progress=progress)
+    present_eval(outcome, settings=plan.settings, as_json=as_json)
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """The options of ``spade-engine eval`` (see its ``--help`` for each)."""
+
+    suites: tuple[str, ...]
+    model: str | None = None
+    run: str | None = None
+    version: str = "latest"
+    size: int | None = None
+    seed: int = 0
+    samples: int = 1
+    temperature: float | None = None
+    max_new_tokens: int = 512
+    batch_size: int = 16
+    prompt: str = "boxed-v1"
+    policy_kind: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    record_run: str | None = None
+    no_record: bool = False
+    config_file: Path | None = None
+    workers: int | None = None
+    data_dir: Path | None = None
+    backend: str | None = None
+    bootstrap: str | None = None
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What ``eval`` will do, resolved and checked before a model is loaded."""
+
+    options: EvalOptions
+    root: Path
+    backend: str
+    bootstrap: str | None
+    settings: Any  # EvalSettings
+    cfg: Any  # EngineConfig (the sandbox section, for archive suites)
+    model: str
+    checkpoint: Any  # a found checkpoint, or None for the base weights
+    tasks: list[Any]
+    #: the run results go to (``None``: not recorded)
+    target: str | None
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """One evaluation's results, as recorded."""
+
+    evaluation_id: str
+    recorded_in: str | None
+    info: Any  # PolicyInfo
+    events: list[Any]
+
+
+def plan_eval(o: EvalOptions) -> EvalPlan:
+    """Resolve where results go, the policy (a model, or a run's checkpoint) and the suites' tasks;
+    every check that needs no model happens here."""
     from ..blobs import BlobStore
     from ..config import load_config
-    from ..events.envelope import new_event_id
-    from ..events.catalogue import payload_to_builtins
-    from ..events.store import open_event_log, resolve_data_dir, resolve_run
+    from ..events.store import resolve_data_dir, resolve_run
     from .checkpoint import find_checkpoint
-    from .recording import EVALUATIONS_RUN, open_evaluations_log, record
-    from .runner import EvalSettings, evaluate, policy_info
+    from .recording import EVALUATIONS_RUN
+    from .runner import EvalSettings
     from .suites import archive_tasks, parse_suite, reasoning_gym_tasks
 
-    root = resolve_data_dir(data_dir)
-    b, boot = new_run_place(backend, bootstrap)  # where results go without a run
-    if run is not None:  # the evaluated run's log, where its data directory remembers it lives
-        where = locate(run, root, backend, bootstrap)
+    root = resolve_data_dir(o.data_dir)
+    b, boot = new_run_place(o.backend, o.bootstrap)  # where results go without a run
+    if o.run is not None:  # the evaluated run's log, where its data directory remembers it lives
+        where = locate(o.run, root, o.backend, o.bootstrap)
         b, boot = where.backend, where.bootstrap
-    if model is None and run is None:
+    if o.model is None and o.run is None:
         raise ConfigError("give a policy: --model M, or --run R [--version V]")
-    temp = temperature if temperature is not None else (0.0 if samples == 1 else DEFAULT_SAMPLING_TEMPERATURE)
-    settings = EvalSettings(k=samples, temperature=temp, max_new_tokens=max_new_tokens, batch_size=batch_size, prompt=prompt)
-    cfg = load_config(config_file, overrides={"sandbox.workers": workers})
+    temp = o.temperature if o.temperature is not None else (0.0 if o.samples == 1 else DEFAULT_SAMPLING_TEMPERATURE)
+    settings = EvalSettings(k=o.samples, temperature=temp, max_new_tokens=o.max_new_tokens, batch_size=o.batch_size,
+                            prompt=o.prompt)
+    cfg = load_config(o.config_file, overrides={"sandbox.workers": o.workers})
 
     target: str | None = None  # where results go, resolved before any work is done
-    if not no_record and record_run is not None:
-        target = resolve_run(record_run, data_dir=root, backend=b, bootstrap=boot)
+    if not o.no_record and o.record_run is not None:
+        target = resolve_run(o.record_run, data_dir=root, backend=b, bootstrap=boot)
 
+    model = o.model
     checkpoint = None
     trained_on: set[str] = set()  # runs whose environments the evaluated policy was trained on
-    if run is not None:
-        run_id, log = open_run(run, data_dir, b, boot, read_only=True)
+    if o.run is not None:
+        run_id, log = open_run(o.run, o.data_dir, b, boot, read_only=True)
         try:
-            checkpoint = find_checkpoint(log, version, BlobStore(root / "blobs"))
+            checkpoint = find_checkpoint(log, o.version, BlobStore(root / "blobs"))
             if model is None:
                 model = checkpoint.base_model or _run_model(log)
             trained_on = {checkpoint.run_id, *_archive_sources(log, root, b, boot)}
         finally:
             log.close()
 
-    specs = [parse_suite(s) for s in suites]  # a bad suite before a model is loaded (after the run's checks: cheap)
+    specs = [parse_suite(s) for s in o.suites]  # a bad suite before a model is loaded (after the run's checks: cheap)
     tasks = []
     for spec in specs:
         if spec.kind == "reasoning-gym":
-            tasks.extend(reasoning_gym_tasks(spec, size=size, seed=seed))
+            tasks.extend(reasoning_gym_tasks(spec, size=o.size, seed=o.seed))
             continue
-        src_id, src = open_run(spec.run, data_dir, b, boot, read_only=True)
+        src_id, src = open_run(spec.run, o.data_dir, b, boot, read_only=True)
         try:
-            tasks.extend(archive_tasks(src, size=size, seed=seed))
+            tasks.extend(archive_tasks(src, size=o.size, seed=o.seed))
         finally:
             src.close()
         if src_id in trained_on:
@@ -228,28 +296,39 @@ def eval_command(
     if len(set(labels)) != len(labels):
         raise ConfigError(f"a task is named twice: {', '.join(sorted({x for x in labels if labels.count(x) > 1}))}")
     assert model is not None
+    if not o.no_record:
+        target = target or (checkpoint.run_id if checkpoint is not None else EVALUATIONS_RUN)
+    return EvalPlan(options=o, root=root, backend=b, bootstrap=boot, settings=settings, cfg=cfg, model=model,
+                    checkpoint=checkpoint, tasks=tasks, target=target)
+
+
+def run_eval(plan: EvalPlan, *, progress: bool) -> EvalOutcome:
+    """Load the policy, score every task and record each task's result as it finishes (an
+    interrupted evaluation keeps the tasks it finished)."""
+    from ..events.envelope import new_event_id
+    from ..events.store import open_event_log
+    from .recording import EVALUATIONS_RUN, open_evaluations_log, record
+    from .runner import evaluate, policy_info
+
+    o, checkpoint, settings = plan.options, plan.checkpoint, plan.settings
     policy = build_policy(
-        model, device=device, dtype=dtype, max_new_tokens=max_new_tokens, temperature=temp, batch_size=batch_size,
-        checkpoint=checkpoint, data_dir=root, kind=policy_kind,
+        plan.model, device=o.device, dtype=o.dtype, max_new_tokens=o.max_new_tokens, temperature=settings.temperature,
+        batch_size=o.batch_size, checkpoint=checkpoint, data_dir=plan.root, kind=o.policy_kind,
     )
     info = policy_info(
         policy, checkpoint_sha256=checkpoint.sha256 if checkpoint else None, run_id=checkpoint.run_id if checkpoint else None
     )
     pool = None
-    if any(t.dataset is None for t in tasks):
+    if any(t.dataset is None for t in plan.tasks):
         from ..sandbox import SandboxPool
 
-        pool = SandboxPool(cfg.sandbox)
+        pool = SandboxPool(plan.cfg.sandbox)
     evaluation_id = new_event_id()
-    recorded_in = None
     log = None
-    if not no_record:
-        target = target or (checkpoint.run_id if checkpoint is not None else EVALUATIONS_RUN)
-        if target == EVALUATIONS_RUN:
-            log = open_evaluations_log(root, backend=b, bootstrap=boot)
-        else:
-            log = open_event_log(target, data_dir=root, backend=b, bootstrap=boot)
-        recorded_in = target
+    if plan.target == EVALUATIONS_RUN:
+        log = open_evaluations_log(plan.root, backend=plan.backend, bootstrap=plan.bootstrap)
+    elif plan.target is not None:
+        log = open_event_log(plan.target, data_dir=plan.root, backend=plan.backend, bootstrap=plan.bootstrap)
 
     finished: dict[int, Any] = {}
 
@@ -261,8 +340,8 @@ def eval_command(
     try:
         with _Progress(progress) as bar:
             results = evaluate(
-                policy, tasks, settings, pool=pool, step_timeout_s=cfg.sandbox.step_timeout_s,
-                concurrency=cfg.sandbox.workers, on_progress=bar, on_task_done=task_done,
+                policy, plan.tasks, settings, pool=pool, step_timeout_s=plan.cfg.sandbox.step_timeout_s,
+                concurrency=plan.cfg.sandbox.workers, on_progress=bar, on_task_done=task_done,
             )
     finally:
         if pool is not None:
@@ -270,13 +349,19 @@ def eval_command(
         policy.close()
         if log is not None:
             log.close()
+    return EvalOutcome(evaluation_id=evaluation_id, recorded_in=plan.target, info=info,
+                       events=[finished[i] for i in range(len(results))])
 
-    events = [finished[i] for i in range(len(results))]
 
+def present_eval(outcome: EvalOutcome, *, settings: Any, as_json: bool) -> None:
+    """Print the results: a table and a note on the columns, or JSON."""
+    from ..events.catalogue import payload_to_builtins
+
+    info, events = outcome.info, outcome.events
     if as_json:
         doc = {
-            "evaluation_id": evaluation_id,
-            "recorded_in": recorded_in,
+            "evaluation_id": outcome.evaluation_id,
+            "recorded_in": outcome.recorded_in,
             "policy": {"version": info.version, "model": info.model, "checkpoint_sha256": info.checkpoint_sha256, "run_id": info.run_id},
             "results": [payload_to_builtins(e) for e in events],
         }
@@ -284,9 +369,9 @@ def eval_command(
         return
     mode = "greedy" if settings.greedy else f"avg@{settings.k}, temperature {settings.temperature:g}"
     _print_table(events, f"{info.model} {info.version} ({mode})")
-    where = f"recorded in {recorded_in}" if recorded_in else "not recorded"
+    where = f"recorded in {outcome.recorded_in}" if outcome.recorded_in else "not recorded"
     aside(
-        f"evaluation {evaluation_id}: {len(events)} task(s), {where}. acc: answers the task's verifier "
+        f"evaluation {outcome.evaluation_id}: {len(events)} task(s), {where}. acc: answers the task's verifier "
         "scored 1.0 (avg@k); 95% CI: Wilson over items; score: mean verifier score; err: verifier errors "
         "or abnormal plays"
     )
