@@ -93,6 +93,21 @@ class TokenMiddleware:
         await self.app(scope, receive, send)
 
 
+def _open_run_state(
+    data_dir: str | Path, run_id: str | None, *, backend: str, bootstrap: str | None, state_dir: str | Path | None,
+    poll_interval_s: float, window: int,
+) -> tuple[str, Any, RunView, Hub, LiveState]:
+    """Open what the dashboard serves: the run's log (read-only), its projections and the live state."""
+    root = Path(data_dir)
+    run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+    log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap, read_only=True)  # type: ignore[arg-type]
+    sdir = Path(state_dir) if state_dir else DataDir(root).run_dir(run) / "dashboard"
+    view = RunView(log, sdir, window=window)
+    hub = Hub()
+    live = LiveState(log, view, hub, poll_interval_s=poll_interval_s, window=window)
+    return run, log, view, hub, live
+
+
 def create_app(
     data_dir: str | Path,
     run_id: str | None,
@@ -116,14 +131,8 @@ def create_app(
     """
     if window < 1:
         raise ValueError("window must be >= 1")
-    root = Path(data_dir)
-    run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
-    log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap, read_only=True)  # type: ignore[arg-type]
-    sdir = Path(state_dir) if state_dir else DataDir(root).run_dir(run) / "dashboard"
-    view = RunView(log, sdir, window=window)
-    hub = Hub()
-    live = LiveState(log, view, hub, poll_interval_s=poll_interval_s, window=window)
-    index_template = (STATIC_DIR / "index.html").read_text()
+    run, log, view, hub, live = _open_run_state(data_dir, run_id, backend=backend, bootstrap=bootstrap,
+                                                state_dir=state_dir, poll_interval_s=poll_interval_s, window=window)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -151,10 +160,6 @@ def create_app(
     app.state.view = view
     app.state.run_id = run
 
-    def locked(fn, *args, **kwargs):
-        with live.lock:
-            return fn(*args, **kwargs)
-
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
         return SafeJSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
@@ -163,6 +168,15 @@ def create_app(
     async def bad_request(_request: Request, exc: RequestValidationError) -> Response:
         return SafeJSONResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
 
+    _page_routes(app, run=run, token=token, window=window)
+    _api_routes(app, run=run, live=live, view=view, hub=hub)
+    _secure(app, token=token, allowed_hosts=allowed_hosts)
+    return app
+
+
+def _page_routes(app: FastAPI, *, run: str, token: str | None, window: int) -> None:
+    """The page, shareable environment addresses and static files."""
+    index_template = (STATIC_DIR / "index.html").read_text()
     page_qs = f"?token={quote(token)}" if token else ""
 
     @app.get("/", response_class=HTMLResponse)
@@ -194,6 +208,14 @@ def create_app(
             raise HTTPException(404, f"no static file {name!r}")
         media = {".js": "text/javascript", ".css": "text/css"}.get(path.suffix, "application/octet-stream")
         return FileResponse(path, media_type=media, headers={"Cache-Control": "no-cache"})
+
+
+def _api_routes(app: FastAPI, *, run: str, live: LiveState, view: RunView, hub: Hub) -> None:
+    """The JSON API the page reads, and the server-sent event stream."""
+
+    def locked(fn, *args, **kwargs):
+        with live.lock:
+            return fn(*args, **kwargs)
 
     @app.get("/api/summary")
     def summary() -> dict[str, Any]:
@@ -272,6 +294,9 @@ def create_app(
         return StreamingResponse(gen(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+
+def _secure(app: FastAPI, *, token: str | None, allowed_hosts: Sequence[str] | None) -> None:
+    """The token check, the Host allow list and the security headers."""
     if token:
         app.add_middleware(TokenMiddleware, token=token)
     # added last = runs first: a bad Host is refused before the token is looked at, and every
@@ -279,4 +304,3 @@ def create_app(
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts or default_allowed_hosts()),
                        www_redirect=False)
     app.add_middleware(SecurityHeadersMiddleware)
-    return app
