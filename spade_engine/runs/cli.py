@@ -41,7 +41,6 @@ from ..config import DEFAULT_MAX_ENVS, resolve_config
 from ..engine.state import RunState
 from ..events.errors import RunNotFound
 from ..events.store import new_run_backend, remember_run_place, resolve_data_dir
-from ..recorded import recorded_config
 from ..textout import is_terminal, note, plain, print_json, say, styled, tsv_row
 
 __all__ = ["start", "status", "render_stats", "print_stats", "stats_rows", "progress_line", "panel_lines", "eta", "duration",
@@ -198,17 +197,6 @@ def next_commands(run_id: str, *, reason: str, bound: int | None, data_dir: Path
         f"  report:     spade-engine audit {run_id}{d}",
         f"  rebuild:    spade-engine replay {run_id} --verify{d}",
     ]
-
-
-def _has_started(run_id: str, root: Path, backend: str, bootstrap: str | None) -> bool:
-    """Whether the run recorded its RunStarted (its config)."""
-    from ..events.store import open_event_log
-
-    log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)
-    try:
-        return recorded_config(log) is not None
-    finally:
-        log.close()
 
 
 def _start_place(run: str | None, new: bool, root: Path, backend: str | None, bootstrap: str | None,

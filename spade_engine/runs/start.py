@@ -25,18 +25,17 @@ from typing import Any
 from rich.live import Live
 
 from ..cli_common import out
-from ..config import EngineConfig, load_config, parse_assignments
+from ..config import EngineConfig, parse_assignments
 from ..engine.loop import Engine
 from ..engine.state import RunState
 from ..errors import SpadeError
 from ..events.store import resolve_data_dir
 from ..policy.registry import backend as policy_backend
-from ..recorded import recorded_config, with_local_sandbox
+from ..recorded import recorded_config, run_config_for
 from ..textout import is_terminal, note, say, styled
 from .cli import (
     _accepted,
     _fmt,
-    _has_started,
     _policy_for,
     _start_place,
     catalogue_preset,
@@ -89,6 +88,17 @@ class StartPlan:
     drawn: bool
 
 
+def _recorded(run_id: str, root: Path, backend: str, bootstrap: str | None) -> EngineConfig | None:
+    """The config the run recorded in its RunStarted (``None``: it never started)."""
+    from ..events.store import open_event_log
+
+    log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=bootstrap, read_only=True)
+    try:
+        return recorded_config(log)
+    finally:
+        log.close()
+
+
 def plan_start(o: StartOptions) -> StartPlan:
     """Resolve the run ``start`` drives and its config (see the module docstring)."""
     from ..envsources import fixed_source_overrides, parse_env_source, source_run_policy
@@ -106,50 +116,34 @@ def plan_start(o: StartOptions) -> StartPlan:
                              "trainer.enabled": o.train, "eval.every": o.eval_every}
     if o.plays is not None:  # --plays wins over a preset's or file's separate plain/hinted counts
         flags.update({"loop.plain_plays": o.plays, "loop.hinted_plays": o.plays})
+    flags.update({"log.backend": b, "log.bootstrap": boot})
     preset = o.preset
-    # a run that never started (killed before it recorded anything) is configured like a new one
-    if create or not _has_started(run_id, root, b, boot):
-        flags.update({"seed": o.seed, "log.backend": b, "log.bootstrap": boot, "loop.seed_envs": o.seed_envs,
-                      "loop.designer_format": o.designer_format})
+    recorded = None if create else _recorded(run_id, root, b, boot)  # None: new, or killed before it started
+    new_run: dict[str, Any] = {"seed": o.seed, "loop.seed_envs": o.seed_envs, "loop.designer_format": o.designer_format}
+    if recorded is None:
         if source_spec is not None:
-            flags.update({"loop.env_source": o.env_source, **fixed_source_overrides(source_spec)})
+            new_run.update({"loop.env_source": o.env_source, **fixed_source_overrides(source_spec)})
             if not o.model:
-                flags.update(source_run_policy(source_spec, data_dir=root, backend=b, bootstrap=boot))
+                new_run.update(source_run_policy(source_spec, data_dir=root, backend=b, bootstrap=boot))
         if o.model:
             kind = o.policy or _policy_for(o.model)
-            flags.update({"policy.kind": kind, "policy.model": o.model})
+            new_run.update({"policy.kind": kind, "policy.model": o.model})
             if kind == "llamacpp" and o.train:
-                flags["trainer.lora"] = True  # llama.cpp serves trained versions as LoRA adapters
+                new_run["trainer.lora"] = True  # llama.cpp serves trained versions as LoRA adapters
         elif o.policy is not None:
-            flags["policy.kind"] = o.policy
+            new_run["policy.kind"] = o.policy
         if preset is None and o.model:
             preset = catalogue_preset(o.model)
             if preset is not None:
                 note(styled((f"preset {preset}: the model catalogue's choice for {o.model} (--preset laptop for the "
                              "engine's defaults; spade-engine config show --preset " + preset + ")", "dim")))
-        cfg = load_config(o.config, overrides=flags, preset=preset)
-        if source_spec is None and cfg.loop.env_source:  # from the config file, a preset or SPADE_LOOP__ENV_SOURCE
-            cfg = cfg.with_overrides(fixed_source_overrides(cfg.loop.source))
-    else:
-        from ..events.store import open_event_log
-
-        log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot)
-        try:
-            recorded = recorded_config(log)
-        finally:
-            log.close()
-        if recorded is None:
-            cfg = load_config(o.config, overrides={**flags, "seed": o.seed, "log.backend": b, "log.bootstrap": boot},
-                              preset=preset)
-        else:
-            # the sandbox section is always this machine's, never the log's (recorded.with_local_sandbox)
-            cfg = with_local_sandbox(recorded, o.config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-            if (o.model or o.seed is not None or o.config is not None or preset is not None or o.seed_envs is not None
-                    or o.env_source is not None or o.designer_format is not None or assigned):
-                note(styled((
-                    "resuming: the run keeps its recorded config (but for [sandbox], always local); --model/--seed/"
-                    "--preset/--seed-envs/--env-source/--designer-format/--set and --config's other sections are ignored",
-                    "yellow")))
+    elif (o.model or o.seed is not None or o.config is not None or preset is not None or o.seed_envs is not None
+            or o.env_source is not None or o.designer_format is not None or assigned):
+        note(styled((
+            "resuming: the run keeps its recorded config (but for [sandbox], always local); --model/--seed/"
+            "--preset/--seed-envs/--env-source/--designer-format/--set and --config's other sections are ignored",
+            "yellow")))
+    cfg = run_config_for(recorded, config_file=o.config, preset=preset, flags=flags, new_run_flags=new_run)
     drawn = cfg.seed is None  # no --seed, no seed in a preset or file, no SPADE_SEED: a new run draws one
     return StartPlan(root=root, backend=b, bootstrap=boot, run_id=run_id, create=create, cfg=cfg.with_run_seed(),
                      drawn=drawn)

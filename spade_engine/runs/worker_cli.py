@@ -23,13 +23,13 @@ import typer
 
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, handle_errors, new_run_place
 from ..textout import note, styled
-from ..config import EngineConfig, load_config
+from ..config import EngineConfig
 from ..engine.worker import ROLES
 from ..errors import SpadeError
 from ..events.errors import RunNotFound
 from ..events.backends import log_backend
 from ..events.store import DataDir, open_event_log, resolve_data_dir, resolve_run
-from ..recorded import recorded_config, with_local_sandbox
+from ..recorded import recorded_config, run_config_for, with_local_sandbox
 
 __all__ = ["worker"]
 
@@ -153,16 +153,9 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
         except BaseException:
             log.close()
             raise
-    if recorded is None:
-        flags.update({"seed": seed, "log.backend": b, "log.bootstrap": boot, "log.partitions": partitions})
-        cfg = load_config(config, overrides=flags)
-        if cfg.loop.env_source:  # a fixed source from the config: its implied settings, recorded
-            from ..envsources import fixed_source_overrides
-
-            cfg = cfg.with_overrides(fixed_source_overrides(cfg.loop.source))
-    else:
-        cfg = with_local_sandbox(recorded, config).with_overrides({**flags, "log.backend": b, "log.bootstrap": boot})
-    cfg = cfg.with_run_seed()  # a new run given no seed draws one (recorded in RunStarted)
+    flags.update({"log.backend": b, "log.bootstrap": boot})
+    cfg = run_config_for(recorded, config_file=config, flags=flags,
+                         new_run_flags={"seed": seed, "log.partitions": partitions}).with_run_seed()  # a new run given no seed draws one (recorded in RunStarted)
     source = None
     if cfg.loop.env_source:
         from ..envsources import open_env_source
