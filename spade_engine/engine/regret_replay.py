@@ -1,8 +1,9 @@
 """Recomputing every RegretEstimated of a run from the plays it names, to audit a log.
 
-The regret stage is a pure function of recorded RolloutCompleted events, the garbage probe recorded
-in HintWritten, the config recorded in RunStarted (with the variant and win signal each estimate
-records), for the learning-potential baseline the estimate its ``baseline_prev`` names, and for
+The regret stage is a pure function of recorded RolloutCompleted events (with the wrong-answer
+replays they carry), the garbage probes recorded in HintWritten, the config recorded in
+RunStarted (with the variant and win signal each estimate records), for the learning-potential
+baseline the estimate its ``baseline_prev`` names, and for
 the value of ``pvl`` the environment's previous estimate
 (:func:`spade_engine.engine.rounds.estimate_round`), so replaying the log must give exactly the
 recorded numbers; :func:`verify_regrets` lists every environment where it does not. Estimates
@@ -25,7 +26,8 @@ __all__ = ["RegretMismatch", "recompute_regrets", "verify_regrets"]
 
 _FIELDS = ("plain_rewards", "hinted_rewards", "win_rate_plain", "win_rate_hinted", "regret", "designer_reward",
            "reward_variant", "step_timeouts", "rollout_ids", "round", "win_rate_smoothed", "designer_final", "replay",
-           "trivial", "garbage_reward", "win_signal", "garbage_episodes", "garbage_wins")
+           "trivial", "garbage_reward", "win_signal", "garbage_episodes", "garbage_wins",
+           "wrong_answer_replays", "wrong_answer_wins")
 _BASELINE_FIELDS = ("baseline", "baseline_prev")
 _VALUE_FIELDS = ("value", "pvl")
 
