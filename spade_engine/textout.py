@@ -46,6 +46,7 @@ _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: the non-printable characters text usually holds (controls, NBSP, soft hyphen, zero-width and
 #: bidi format characters, line/paragraph separators, BOM, surrogates): replaced by one regex pass;
 #: anything rarer is caught by a per-character pass only when the result is still not printable
+#: (one character class: linear over any text, model text included)
 _COMMON = re.compile(
     "[\x00-\x1f\x7f-\xa0\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )

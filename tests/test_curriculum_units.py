@@ -351,7 +351,7 @@ def test_v1_events_are_upcast():
     assert (v2.win_signal, v2.value, v2.pvl, v2.round, v2.win_rate_smoothed) == ("solved_share", None, None, 1, 0.75)
     schemas = json_schemas()
     assert schemas["EnvironmentReplayed"]["x-schema-version"] == 1
-    assert schemas["RolloutCompleted"]["x-schema-version"] == 4 and schemas["RegretEstimated"]["x-schema-version"] == 4
+    assert schemas["RolloutCompleted"]["x-schema-version"] == 5 and schemas["RegretEstimated"]["x-schema-version"] == 5
     replayed = schemas["EnvironmentReplayed"]["$defs"]["EnvironmentReplayed"]["properties"]
     assert {"score", "rank", "staleness", "probability", "reason", "basis"} <= set(replayed)
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -118,3 +119,45 @@ def test_a_log_behind_its_projections_is_noticed_and_the_projections_rebuilt(tmp
     status = _cli("status", "-d", str(data))
     assert "ends before its projections" not in status.output
     assert _cli("replay", "--verify", "-d", str(data)).exit_code == 0
+
+
+def test_start_alone_rebuilds_projections_ahead_of_the_log(tmp_path):
+    """The resume path on its own (runs/context.build_context -> open_checked_projections): no
+    `status`, `replay` or archive command runs first, so nothing but `start` can notice that the
+    projections are ahead of the log. It moves them aside, rebuilds them from the log, and the run
+    goes on from what the log holds."""
+    data = tmp_path / "data"
+    res = _cli("start", "--seed", "3", "--max-envs", "2", "--plays", "1", "-d", str(data), "--no-progress")
+    assert res.exit_code == 0, res.output
+    (run_dir,) = (data / "runs").iterdir()
+    log_path = run_dir / LOG_FILENAME
+    with sqlite3.connect(log_path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copy(log_path, tmp_path / "survives.sqlite")
+    survived = len(SqliteEventLog(tmp_path / "survives.sqlite", run_dir.name, create=False))
+    res = _cli("start", "--max-envs", "4", "--plays", "1", "-d", str(data), "--no-progress", "--run", run_dir.name)
+    assert res.exit_code == 0, res.output
+    for suffix in ("", "-wal", "-shm"):  # the kill: the log loses its last writes, the projections keep them
+        Path(f"{log_path}{suffix}").unlink(missing_ok=True)
+    shutil.copy(tmp_path / "survives.sqlite", log_path)
+    assert not any(p.name.startswith("stale-projections-") for p in run_dir.iterdir())
+
+    again = _cli("start", "--max-envs", "4", "--plays", "1", "-d", str(data), "--no-progress", "--run", run_dir.name)
+    assert again.exit_code == 0, again.output
+    (stale,) = [p for p in run_dir.iterdir() if p.name.startswith("stale-projections-")]  # moved aside by start
+    assert any(stale.iterdir())
+    log = SqliteEventLog(log_path, run_dir.name, create=False)
+    try:
+        assert len(log) > survived  # the run went on from what the log held
+        envs = {r.envelope.payload["env_id"] for r in log.read() if r.envelope.type == "EnvironmentProposed"}
+    finally:
+        log.close()
+    status = _cli("status", "-d", str(data))
+    assert status.exit_code == 0 and "ends before its projections" not in status.output, status.output
+    listed = _cli("archive", "list", "-d", str(data), "--json")
+    assert listed.exit_code == 0, listed.output
+    assert {e["env_id"] for e in json.loads(listed.output)} == envs  # the rebuilt archive holds the log's environments
+    verify = _cli("replay", "--verify", "-d", str(data))
+    assert verify.exit_code == 0 and "rebuilding them" not in verify.output, verify.output
+    assert "live projections equal the replay" in verify.output
+    assert len([p for p in run_dir.iterdir() if p.name.startswith("stale-projections-")]) == 1  # start's rebuild, the only one

@@ -10,12 +10,19 @@ written for this project and the verdict a correct engine gives:
 2. limits per task: no process creation in a task (raw fork, posix_spawn, clone), no memfd, a
    cgroup per task whose OOM kill is a ``memory`` verdict, and nothing left after the pool;
 3. one task breaking the next: state left on descriptors and on the zygote (non-blocking mode,
-   signal owner, F_SETSIG, pipe size, priority, affinity) reaches no other task;
+   signal owner, F_SETSIG, pipe size, priority, affinity), in the task's process (umask, working
+   directory, environment, signal mask and dispositions, rlimits, a thread, a full pipe, a note in
+   /tmp) or in its reply pipe (the start of a frame) reaches no other task;
+4. one large event: wide tables for 25 turns, escape-heavy observations, an echo of every action,
+   through the engine's loop on SQLite: the run and its resume go on, every event under the limit;
 5. verdicts on the trusted side: gymnasium's check runs in the engine, ``parse`` is refused once
    environment code ran in a task, and solution() is replayed in a fresh process;
 6. rewards that do not depend on the action: a deliberately wrong answer of the solution's shape
    must lose (the play-time part is in ``test_designer_reward_gaming.py``);
-9. what the sandbox shows of the host: uptime, RAM, disk, mounts;
+7. observations and source made to make the engine's patterns backtrack: validated, hinted,
+   played and estimated in bounded time (the parsers one by one: ``test_bounded_regex.py``);
+9. what the sandbox shows of the host: uptime, RAM, disk, mounts, devices, processes, load, host
+   name; what stays visible is documented;
 LOW. a 32-bit system call in a thread, a lone surrogate, a worker whose first command fails.
 
 Programs that run in the default pool are in ``tests/redteam/`` (so ``test_redteam.py`` runs them
@@ -31,6 +38,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from sandbox_support import ENVS, REDTEAM, fast_config, marker_files, sandbox_processes, wait_no_sandbox_processes
 
@@ -226,6 +234,112 @@ def test_state_left_on_descriptors_and_the_zygote_reaches_no_other_task(canary):
         nothing_escaped(p, canary)
 
 
+@pytest.mark.parametrize("name", ["leave_process_state.py", "leave_bytes_in_the_reply_pipe.py"])
+def test_state_left_in_the_task_process_reaches_no_other_task(canary, name):
+    """A task changes what a process owns (umask, working directory, environment, signal mask and
+    dispositions, lower rlimits, a thread left running, a full pipe, a note in /tmp) or leaves
+    the start of a frame in its reply pipe: the next task on the same worker starts from the same
+    clean slate, and an innocent environment after it validates."""
+    with SandboxPool(fast_config(workers=1, uid_base=2_000_000_232)) as p:
+        v = Validator(p, turn_limit=4)
+        reader = (ROUND3 / "read_process_state.py").read_text()
+        with p.open_session(reader) as s:
+            before = json.loads(s.reset(seed=0)[0])
+        assert before["threads"] == 1 and before["blocked"] == [] and before["tmp"] == [] and before["cwd_is_tmp"]
+        assert not any(before["pending"].values())  # nothing waiting on any descriptor
+        attack = ROUND3 / name
+        for _ in range(2):
+            check(v, attack)
+            try:
+                with p.open_session(attack.read_text()) as s:
+                    s.reset(seed=1)
+                    s.step("\\boxed{1}")
+            except SandboxError as exc:  # the frame left in the pipe ends that task (its own verdict)
+                assert name == "leave_bytes_in_the_reply_pipe.py", exc
+        with p.open_session(reader) as s:
+            after = json.loads(s.reset(seed=0)[0])
+        assert after == before
+        assert v.validate(GOOD).valid  # the innocent environment after it
+        nothing_escaped(p, canary)
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. one large event
+
+
+def _engine_run(tmp_path: Path, pool: SandboxPool, sources: list[str], *, run_id: str, envs: int, plays: int = 2,
+                skills: tuple[str, ...] = ("arithmetic",)):
+    """Run the engine's own loop on a SQLite log, its designer replaced by ``sources`` (one per
+    environment, in turn, of the ``skills`` in turn); return the stop reason."""
+    import hashlib
+
+    from spade_engine.blobs import BlobStore
+    from spade_engine.config import load_config
+    from spade_engine.engine.corpus import Corpus
+    from spade_engine.engine.loop import Engine
+    from spade_engine.engine.pipeline import env_id_for
+    from spade_engine.engine.stages import StageContext
+    from spade_engine.events.catalogue import EnvironmentProposed
+    from spade_engine.events.sqlite.log import SqliteEventLog
+    from spade_engine.policy.registry import make_policy
+    from spade_engine.sandbox import StepTimeout
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", run_id)
+    try:
+        cfg = load_config(overrides={"seed": 3, "loop.max_envs": envs, "loop.plays_per_env": plays, "loop.max_repairs": 0})
+        cfg = cfg.model_copy(update={"sandbox": pool.config})
+        policy = make_policy(cfg.policy)
+        ctx = StageContext(run_id=run_id, cfg=cfg, policy=policy, corpus=Corpus.from_paths([]),
+                           validator=Validator(pool, turn_limit=cfg.loop.turn_limit), pool=pool,
+                           sandbox_layers=dict(pool.layers), step_errors=((StepTimeout,), (SandboxCrash, SandboxError)))
+        engine = Engine(log=log, cfg=cfg, ctx=ctx, blobs=BlobStore(tmp_path / "blobs"))
+
+        def propose(eng, index):
+            code = sources[index % len(sources)]
+            return EnvironmentProposed(env_id=env_id_for(eng.run_id, index), skill=skills[index % len(skills)], difficulty=0.5, code=code,
+                                       code_sha256=hashlib.sha256(code.encode()).hexdigest(), policy_version=policy.version)
+
+        engine.proposer = propose
+        return engine.run()
+    finally:
+        log.close()
+
+
+def test_no_single_event_can_stop_a_run_on_sqlite(tmp_path, pool, canary):
+    """44 kB tables for 25 turns, observations of escape-heavy characters just under the
+    character limit, an observation echoing the agent's actions a hundredfold: the run goes on
+    through every environment, a resume goes on too, and no event is over the engine's limit."""
+    from spade_engine.blobs import BlobStore
+    from spade_engine.events.sizes import ENGINE_EVENT_BYTES
+    from spade_engine.events.sqlite.log import SqliteEventLog
+    from spade_engine.events.store import new_run_id
+
+    names = ["wide_turns.py", "escapes_in_every_turn.py", "echo_the_action.py"]
+    sources = [(ROUND3 / n).read_text() for n in names]
+    run_id = new_run_id()
+    assert _engine_run(tmp_path, pool, sources, run_id=run_id, envs=3) == "max_envs"
+    assert _engine_run(tmp_path, pool, sources, run_id=run_id, envs=4) == "max_envs"  # resumed: one more
+    log = SqliteEventLog(tmp_path / "events.sqlite", run_id, create=False)
+    try:
+        records = list(log.read())
+    finally:
+        log.close()
+    assert max(len(r.raw) for r in records) <= ENGINE_EVENT_BYTES + 4096
+    validated = [r.envelope.event() for r in records if r.envelope.type == "EnvironmentValidated"]
+    assert [v.valid for v in validated] == [True] * 4, [(v.failed_check, v.checks[-1].detail[:200]) for v in validated if not v.valid]
+    plays = [r.envelope.event() for r in records if r.envelope.type == "RolloutCompleted"]
+    assert len({p.env_id for p in plays}) == 4 and all(len(p.turns) >= 1 for p in plays)
+    blobs = BlobStore(tmp_path / "blobs")
+    whole = [blobs.get_bytes(t.observation_ref) for p in plays for t in p.turns if t.observation_ref is not None]
+    heavy = [b.decode() for b in whole if "\U0001f642" in b.decode()]
+    assert heavy and all(len(t) > 98_000 for t in heavy)  # the escape-heavy observations, whole in their blobs
+    assert min(len(msgspec.json.encode(t)) for t in heavy) > 3 * 98_000  # as JSON inline: about 370 kB each
+    assert sum(len(b) for b in whole) > 8 * ENGINE_EVENT_BYTES  # what the plays would have held inline
+    stops = [r.envelope.payload["reason"] for r in records if r.envelope.type == "RunStopped"]
+    assert stops == ["max_envs", "max_envs"]
+    nothing_escaped(pool, canary)
+
+
 # ----------------------------------------------------------------------------------------------
 # 5. verdicts on the trusted side
 
@@ -269,6 +383,38 @@ def test_a_deliberately_wrong_answer_must_lose(validator, pool, canary, name):
 
 
 # ----------------------------------------------------------------------------------------------
+# 7. model text stalling the engine's own process
+
+
+def test_observations_made_to_stall_the_parsers_are_answered_within_their_bounds(tmp_path, pool, canary):
+    """Validation, the hint (the procedural hint writer reads the source), a play of every kind
+    (the procedural agent's patterns over the observations, the reply's answer extraction) and
+    the estimate of an environment whose observations and source are made to make the engine's
+    patterns backtrack: done in bounded time (with the standard library's patterns one call took
+    minutes to hours)."""
+    from spade_engine.engine.hints import clean_hint
+    from spade_engine.engine.rollouts import parse_boxed
+    from spade_engine.envsources.scorer import extract_answer
+    from spade_engine.evaluation.scoring import extract_answer as eval_extract_answer
+    from spade_engine.events.store import new_run_id
+
+    from spade_engine.policy.procedural.families import FAMILIES
+
+    source = (ROUND3 / "stall_the_parsers.py").read_text()
+    skills = tuple(sorted(FAMILIES))  # the procedural agent parses an observation with its skill's family
+    t0 = time.perf_counter()
+    assert _engine_run(tmp_path, pool, [source], run_id=new_run_id(), envs=len(skills), skills=skills) == "max_envs"
+    took = time.perf_counter() - t0
+    assert took < 30 * len(skills), took
+    text = ("Known: " + "ab = 1.5 m/s" * 400 + " \\boxed{" * 3000 + " <answer>" * 3000 + " ```" + " \t" * 20000)
+    t0 = time.perf_counter()
+    for parse in (parse_boxed, extract_answer, eval_extract_answer, clean_hint):  # what a reply like it meets
+        parse(text)
+    assert time.perf_counter() - t0 < 2.0
+    nothing_escaped(pool, canary)
+
+
+# ----------------------------------------------------------------------------------------------
 # 9. what the sandbox shows of the host
 
 
@@ -291,6 +437,34 @@ def test_the_host_uptime_ram_disk_and_mounts_are_hidden(bare, canary):
     assert facts["statmount"] == [-1, errno.ENOSYS] and facts["listmount"] == [-1, errno.ENOSYS]
     assert facts["release"] == os.uname().release  # documented: the kernel release stays visible
     assert facts["cpus"] >= 1  # documented: so does the CPU count
+
+
+def test_the_hosts_devices_processes_load_and_name_are_hidden_and_the_rest_documented(bare, canary):
+    with SandboxPool(fast_config(workers=1, uid_base=2_000_000_234), audit_hook=False) as p:
+        with p.open_session((ROUND3 / "host_facts_more.py").read_text()) as s:
+            facts = json.loads(s.reset(seed=0)[0])
+        nothing_escaped(p, canary)
+    # hidden: the device nodes but the five harmless ones, every process, /sys, the load average,
+    # the host name, the engine's pids, and what other tasks used
+    assert facts["dev"] == ["full", "null", "random", "urandom", "zero"]
+    assert facts["proc"] == [] and facts["sys"].startswith("FileNotFoundError")
+    assert facts["loadavg"].startswith("OSError")
+    assert facts["nodename"] == "sandbox" != os.uname().nodename
+    assert (facts["pid"], facts["ppid"]) == (2, 1)  # the task and its zygote, in the task's PID namespace
+    assert facts["children"] == [0, 0.0, 0.0, 0]  # a task has no children, and sees none of another's
+    assert facts["maxrss_kb"] < p.config.memory_mb * 1024  # its own use only
+    # visible, and docs/sandbox.md says so
+    u = os.uname()
+    assert (facts["release"], facts["version"], facts["machine"]) == (u.release, u.version, u.machine)
+    assert facts["affinity"] == sorted(os.sched_getaffinity(0))
+    assert abs(facts["realtime"] - time.time()) < 60
+    assert p.config.uid_base <= facts["uid"] < p.config.uid_base + 1000
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "sandbox.md").read_text()
+    for visible in ("the kernel release, version and architecture (`uname`", "the CPUs (`sched_getaffinity`",
+                    "the wall clock (`CLOCK_REALTIME`)", "its own resource use (`getrusage`", "its uid"):
+        assert visible in docs, visible
+    for hidden in ("`/dev` holds only `null`, `zero`, `full`, `random` and `urandom`", "the load average"):
+        assert hidden in docs, hidden
 
 
 # ----------------------------------------------------------------------------------------------

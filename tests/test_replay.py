@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -176,9 +177,41 @@ def _cli(*args):
     return CliRunner().invoke(app, [*args])
 
 
+def _as_estimated(events):
+    """``events`` with every RegretEstimated replaced by what the regret stage computes from the
+    plays it names (``mixed_run``'s estimates carry made-up designer rewards)."""
+    from spade_engine.config import EngineConfig
+    from spade_engine.engine.rounds import estimate_round
+    from spade_engine.events.catalogue import payload_to_builtins
+
+    proposed, plays, out = {}, {}, []
+    for env in events:
+        ev = env.event()
+        if env.type == "EnvironmentProposed":
+            proposed[ev.env_id] = ev
+        elif env.type == "RolloutCompleted":
+            plays[env.event_id] = ev
+        elif env.type == "RegretEstimated":
+            est = estimate_round(proposed[ev.env_id], [(i, plays[i]) for i in ev.rollout_ids], EngineConfig(),
+                                 round_=0, replay=False, prev=None)
+            est = msgspec.structs.replace(est, skill=ev.skill)
+            env = msgspec.structs.replace(env, payload=payload_to_builtins(est))
+        out.append(env)
+    return out
+
+
 def test_replay_command_verify_equal_then_tampered(data, tmp_path):
     root, log = data
     _live(root, log).close()
+    # the estimates are recomputed from the plays they name: mixed_run's made-up rewards differ
+    res = _cli("replay", "--data-dir", str(root), "--into", str(tmp_path / "r0"), "--verify")
+    assert res.exit_code == 1, res.output
+    assert "regret of env-0000: designer_reward recorded 0.7 != recomputed" in res.output
+    root = tmp_path / "recomputable"  # the same run with the estimates the regret stage computes
+    log = SqliteEventLog(DataDir(root).log_path(RUN), RUN)
+    log.append(_as_estimated(mixed_run(RUN, 12)))
+    _live(root, log).close()
+    log.close()
     res = _cli("replay", "--data-dir", str(root), "--into", str(tmp_path / "r1"), "--verify")
     assert res.exit_code == 0, res.output
     assert "live projections equal the replay" in res.output and "skipped events: 0" in res.output
@@ -340,3 +373,15 @@ def test_replay_covers_the_log_as_it_was_when_it_started(data):
     log.append(mixed_run(RUN, 2, seed=1)[1:-1])
     assert len(first) + sum(1 for _ in it) == n
     assert bounds(log, 10) == ({0: 10}, None) and bounds(log, {0: 10**9})[0] == {0: len(list(log.read()))}
+
+
+def test_an_estimate_without_its_proposal_is_a_regret_mismatch(tmp_path):
+    from spade_engine.engine.regret_replay import verify_regrets
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", RUN)
+    try:
+        log.append([e for e in _as_estimated(mixed_run(RUN, 2)) if not (e.type == "EnvironmentProposed" and e.key == "env-0001")])
+        (bad,) = verify_regrets(log)
+        assert (bad.env_id, bad.field) == ("env-0001", "EnvironmentProposed")
+    finally:
+        log.close()

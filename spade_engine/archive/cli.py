@@ -2,7 +2,8 @@
 
 The archive commands read a run's live projections in ``<data>/runs/<run_id>/`` (or the archive
 at ``--url``); ``--refresh`` first brings them up to date with the log. ``replay`` rebuilds every
-projection from the log into a fresh directory and with ``--verify`` compares with the live ones.
+projection from the log into a fresh directory and with ``--verify`` compares with the live ones
+(and recomputes every level-replay choice and every regret estimate from the events they name).
 """
 
 from __future__ import annotations
@@ -415,6 +416,13 @@ def _replay_into(log: Any, into: Path, config: Any, target: Any, archive_url: st
         if wrong:
             m = wrong[0]
             replay_choice = f"level replay at slot {m.slot}: {m.field} recorded {m.recorded!r} != recomputed {m.recomputed!r}"
+        if replay_choice is None:  # and every regret estimate from the plays and probes it names
+            from ..engine.regret_replay import verify_regrets
+
+            off = verify_regrets(log)
+            if off:
+                r = off[0]
+                replay_choice = f"regret of {r.env_id}: {r.field} recorded {r.recorded!r} != recomputed {r.recomputed!r}"
     log.close()
     summary: dict[str, Any] = {
         "run_id": run_id, "into": str(result.directory), "events": result.events,

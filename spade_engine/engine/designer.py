@@ -175,7 +175,7 @@ def _clip_code(code: str, limit: int = 1800) -> str:
 
 
 def _class_names(code: str) -> str:
-    names = re.findall(r"^class\s+(\w+)", code, flags=re.M)
+    names = re.findall(r"^class\s+(\w+)", code, flags=re.M)  # linear: a literal, a blank run, a word
     return ", ".join(names) or "(no class)"
 
 
@@ -311,7 +311,7 @@ def repair_feedback(*, error_kind: str | None, failed_check: str | None, detail:
             f"Your reply was cut off{limit} before the code was complete ({detail}). Write a shorter environment "
             f"(under {short_lines} lines, no long comments, no explanation) in one ```python block."
         )
-    hints = [text for pattern, text in advice if re.search(pattern, detail)]
+    hints = [text for pattern, text in advice if re.search(pattern, detail)]  # ADVICE's patterns: no nested quantifier, 800 characters
     out = (
         f"The environment failed validation (error: {error_kind or 'unknown'}, check: {failed_check or 'unknown'}): "
         f"{detail}"
@@ -366,8 +366,14 @@ def repair_messages(
     return [*msgs[:-1], {"role": "user", "content": user}]
 
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
-_OPEN_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*)\Z", re.S)
+# The fence patterns run over the designer's completion (model text, in the engine's process) in
+# linear time: the blanks after a fence are one run (the tag, when there is one, then its own run:
+# written ``[ \t]*([\w+-]*)[ \t]*`` an empty tag let two runs split the same blanks, quadratic on a
+# fence followed by a long run of blanks); the body ends at the next fence or the end of the text.
+_FENCE = re.compile(r"```[ \t]*(?:([A-Za-z0-9_+-]+)[ \t]*)?\n(.*?)```", re.S)
+_OPEN_FENCE = re.compile(r"```[ \t]*(?:(?:python|py|python3)[ \t]*)?\n(.*)\Z", re.S)
+
+
 def _strip_think(text: str) -> str:
     """``text`` without its ``<think>...</think>`` spans (what ``re.sub(r"<think>.*?</think>", "",
     text, flags=re.S)`` gives), in linear time: the pattern was quadratic on a completion of many
@@ -393,6 +399,7 @@ def extract_code(completion: str) -> str | None:
     completion = _strip_think(completion)
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(completion)]
     py = [b for lang, b in blocks if lang in ("", "python", "py", "python3")]
+    # linear: an indent run at a line start, then a literal (this and the two below)
     with_class = [b for b in py if re.search(r"^[ \t]*class\s+\w+", b, re.M)]
     for cand in (with_class, py):
         if cand:
@@ -409,6 +416,7 @@ def extract_code(completion: str) -> str | None:
 
 def declared_difficulty(code: str) -> float | None:
     """The difficulty an environment declares in a ``# difficulty: 0.42`` comment, if any."""
+    # linear: a literal after "#" at a line start; the number always matches once it has a digit
     m = re.search(r"^#\s*difficulty:\s*([0-9]*\.?[0-9]+)", code, re.M)
     if not m:
         return None

@@ -16,6 +16,16 @@ garbage_probes``): at the seeds where the agent won such an environment, garbage
 Any garbage win makes the environment trivial (:func:`garbage_wins`). The garbage itself varies
 in shape (:func:`spade_engine.sandbox.probes.garbage_actions`).
 
+Garbage whose shape varies still has to hit the one shape an environment pays for (a coin
+flip only for a small boxed integer, or a win for any short word, loses to everything else). So the
+play stage also replays each won play of the first round, at the same seed in a fresh session,
+with its final answer replaced by a deliberately wrong one of the same shape
+(:func:`spade_engine.sandbox.probes.wrong_answer`; :func:`run_wrong_answer_replay`, recorded in
+``RolloutCompleted.wrong_answer``). A fair environment rejects it; when more than half of such
+replays still win, the outcome does not depend on the answer (:func:`answer_ignored`) and the
+environment is trivial as well. It costs one episode without model calls per won play of the
+first round (at most ``loop.plain_k + loop.hinted_k`` per environment, none for a lost play).
+
 The SPADE release has no such check: its designer reward (blend, solve rate, regret, learning
 potential) is computed from the plays alone, so an environment whose outcome is noise in the band
 earns the plateau's full weight there.
@@ -24,17 +34,25 @@ earns the plateau's full weight there.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
 
-from ..events.catalogue import GarbageProbe, HintWritten
+from ..events.catalogue import GarbageProbe, HintWritten, WrongAnswerReplay
+from ..sandbox.limits import clip
 from .regret import WIN_THRESHOLD, episode_reward
+from .rollouts import Session
 
-__all__ = ["run_garbage_probe", "probe_reward", "probe_won", "probes_of", "garbage_wins"]
+__all__ = [
+    "run_garbage_probe", "probe_reward", "probe_won", "probes_of", "garbage_wins",
+    "run_wrong_answer_replay", "replay_won", "answer_ignored",
+]
 
 _MAX_ERROR = 500
+#: the wrong answer is recorded cut to this many characters (the replay sent it whole)
+_MAX_ANSWER = 200
 
 
-def run_garbage_probe(open_session: Callable[[], Any], *, seed: int, actions: list[str]) -> GarbageProbe:
+def run_garbage_probe(open_session: Callable[[], AbstractContextManager[Session]], *, seed: int,
+                      actions: list[str]) -> GarbageProbe:
     """Play one episode of garbage ``actions`` at reset ``seed``; never raises for anything the
     environment does (an abnormal end is recorded in ``error``)."""
     rewards: list[float] = []
@@ -76,3 +94,43 @@ def probes_of(hint: "HintWritten | None") -> list[GarbageProbe]:
 def garbage_wins(probes: Sequence[GarbageProbe]) -> int:
     """How many of the garbage episodes won."""
     return sum(1 for p in probes if probe_won(p))
+
+
+def run_wrong_answer_replay(open_session: Callable[[], AbstractContextManager[Session]], *, seed: int,
+                            actions: Sequence[str], wrong: str) -> WrongAnswerReplay:
+    """Replay a won play's ``actions`` at reset ``seed`` with the last one replaced by ``wrong``,
+    until the episode ends (an episode that ends before the last action is recorded as it
+    ended); never raises for anything the environment does (an abnormal end is in ``error``)."""
+    steps = [*actions[:-1], wrong]
+    rewards: list[float] = []
+    terminated = truncated = False
+    error: str | None = None
+    try:
+        with open_session() as session:
+            session.reset(seed=seed)
+            for action in steps:
+                _, reward, term, trunc, _ = session.step(action)
+                rewards.append(float(reward))
+                if term or trunc:
+                    terminated, truncated = bool(term), bool(trunc)
+                    break
+    except Exception as exc:  # noqa: BLE001 - an environment that breaks here only loses its replay
+        error = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR]
+    return WrongAnswerReplay(seed=seed, turn=len(steps), answer=clip(wrong, _MAX_ANSWER), rewards=rewards,
+                             terminated=terminated, truncated=truncated, error=error)
+
+
+def replay_won(replay: WrongAnswerReplay) -> bool:
+    """Did the replay with the wrong final answer win (episode reward 1.0, like a won play)?
+    Only when the wrong answer was the step that ended it: an episode that ended earlier did not
+    replay the play."""
+    return (replay.error is None and len(replay.rewards) == replay.turn
+            and episode_reward(replay.rewards[-1], replay.terminated) >= WIN_THRESHOLD)
+
+
+def answer_ignored(replays: Sequence[WrongAnswerReplay]) -> bool:
+    """Does the outcome not depend on the answer: more than half of the wrong-answer replays won
+    (a fair environment that accepts several answers may take a wrong one now and then; one whose
+    outcome is the same whatever the answer takes them all)."""
+    wins = sum(1 for r in replays if replay_won(r))
+    return wins > 0 and 2 * wins > len(replays)

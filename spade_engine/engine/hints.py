@@ -32,13 +32,25 @@ def hint_messages(code: str) -> list[dict[str, str]]:
     ]
 
 
+def _first_fenced(t: str) -> str | None:
+    """The stripped content of the first fenced block of ``t`` (a ``json`` tag dropped), or
+    ``None``: what ``re.search(r"```(?:json)?\\s*\\n?(.*?)\\n?```", t, re.S).group(1).strip()``
+    gives, in linear time (the pattern was quadratic on a fence followed by a long run of white
+    space and no closing fence: model text, in the engine's process)."""
+    start = t.find("```")
+    end = t.find("```", start + 3) if start >= 0 else -1
+    if end < 0:
+        return None
+    inner = t[start + 3 : end]
+    return (inner[4:] if inner.startswith("json") else inner).strip()
+
+
 def clean_hint(text: str) -> str:
     """The hint from a completion: JSON ``{"hint": ...}`` or code fences unwrapped, whitespace
     collapsed, cut to :data:`MAX_HINT_CHARS`."""
     t = text.strip()
-    m = re.search(r"```(?:json)?\s*\n?(.*?)\n?```", t, re.S)
-    if m:
-        inner = m.group(1).strip()
+    inner = _first_fenced(t)
+    if inner is not None:
         try:
             data = json.loads(inner)
             if isinstance(data, dict) and isinstance(data.get("hint"), str):
@@ -47,6 +59,7 @@ def clean_hint(text: str) -> str:
                 t = inner
         except json.JSONDecodeError:
             t = inner
+    # both linear: anchored at the start (white space, a literal, white space), and one class
     t = re.sub(r"^(hint\s*:\s*)", "", t, flags=re.I)
     t = re.sub(r"\s+", " ", t).strip()
     if len(t) > MAX_HINT_CHARS:

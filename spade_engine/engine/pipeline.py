@@ -151,7 +151,8 @@ def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, s
             payload = msgspec.structs.replace(payload, round=round_, play_id=f"{payload.env_id}/r{round_}/{kind}{payload.index}")
         emit(payload, cause)
 
-    stages.play(ctx, st.proposed, st.hint, missing_plays(ctx.cfg, st, round_), on_done=done, should_stop=should_stop)  # type: ignore[arg-type]
+    stages.play(ctx, st.proposed, st.hint, missing_plays(ctx.cfg, st, round_), on_done=done, should_stop=should_stop,  # type: ignore[arg-type]
+                first_round=round_ == 0)
 
 
 def _regret(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:

@@ -56,22 +56,32 @@ AGENT_SYSTEM_PROMPT = (
 )
 HINT_PREFIX = "\n\nHint: "
 
+#: linear: a literal, then a run of white space that ends at the brace (runs after different
+#: ``\\boxed`` are disjoint)
 _BOXED = re.compile(r"\\boxed\s*\{")
+_BRACE = re.compile(r"[{}]")
 
 
 def parse_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` in ``text`` (nested braces allowed), else ``None``."""
+    """Content of the last ``\\boxed{...}`` in ``text`` (nested braces allowed), else ``None``.
+
+    "Last" is the complete one that starts last (an inner box of the last outer one wins). One
+    pass pairs every brace with a stack (a box's closing brace is the one that pairs with its
+    opening brace), so the time is linear in the reply: counting depth forward from each box was
+    quadratic on a reply of thousands of unclosed boxes (model text, in the engine's process)."""
+    opens = {m.end() - 1 for m in _BOXED.finditer(text)}  # each box's opening brace
+    if not opens:
+        return None
+    stack: list[int] = []
+    best = -1
     last = None
-    for m in _BOXED.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-            i += 1
-        if depth == 0:
-            last = text[m.end() : i - 1].strip()
+    for m in _BRACE.finditer(text):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            start = stack.pop()
+            if start in opens and start > best:
+                best, last = start, text[start + 1 : m.start()].strip()
     return last
 
 

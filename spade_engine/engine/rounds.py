@@ -38,7 +38,7 @@ from collections.abc import Sequence
 
 from ..config import EngineConfig, LoopConfig, RewardConfig
 from ..events.catalogue import EnvironmentProposed, GarbageProbe, RegretEstimated, RolloutCompleted
-from .garbage import garbage_wins, probe_reward
+from .garbage import answer_ignored, garbage_wins, probe_reward, replay_won
 from .regret import designer_reward, ema_update, mean, play_value, regret, win_rate
 from .rollouts import PlaySpec
 from .seeds import derive_seed, env_key
@@ -115,9 +115,11 @@ def estimate_round(
     ``(event id, baseline)`` of the skill's last designer-final estimate (``None`` for the
     skill's first). ``probe`` is the recorded garbage probe (``HintWritten.garbage_probe``) and
     ``more_probes`` those at the other plays' seeds (``HintWritten.garbage_probes``): when any of
-    them won, the environment is ``trivial`` and its designer reward is 0. ``prior`` is the
-    environment's previous estimate's smoothed win signal (:func:`prior_of`; ``None`` for its
-    first round), the value ``V`` of ``pvl``. Pure: the order of ``plays`` does not matter."""
+    them won, the environment is ``trivial`` and its designer reward is 0; so it is when more than
+    half of the wrong-answer replays of the plays it names won
+    (``RolloutCompleted.wrong_answer``, :func:`~spade_engine.engine.garbage.answer_ignored`).
+    ``prior`` is the environment's previous estimate's smoothed win signal (:func:`prior_of`;
+    ``None`` for its first round), the value ``V`` of ``pvl``. Pure: the order of ``plays`` does not matter."""
     by_round = group_by_round(plays)
     this = by_round.get(round_, [])
     hinted_rounds = [r for r, ps in by_round.items() if r <= round_ and any(p.hinted for _, p in ps)]
@@ -143,6 +145,9 @@ def estimate_round(
     versions = sorted({p.policy_version for _, p in this})
     probes = ([probe] if probe is not None else []) + list(more_probes)
     wins = garbage_wins(probes)
+    replays = [p.wrong_answer for _, p in used if p.wrong_answer is not None]
+    ignored = answer_ignored(replays)
+    trivial = wins > 0 or ignored
     return RegretEstimated(
         env_id=proposed.env_id,
         skill=proposed.skill,
@@ -151,7 +156,7 @@ def estimate_round(
         win_rate_plain=win_rate(plain_now),
         win_rate_hinted=win_rate(q_hinted),
         regret=r_value,
-        designer_reward=0.0 if wins else designer_reward(
+        designer_reward=0.0 if trivial else designer_reward(
             r_value, smoothed, variant=reward.variant, step_timeouts=timeouts, cfg=reward, baseline=baseline
         ),
         reward_variant=reward.variant,
@@ -167,9 +172,11 @@ def estimate_round(
         win_signal=signal,
         value=value,
         pvl=float(pvl),
-        trivial=wins > 0,
+        trivial=trivial,
         garbage_reward=probe_reward(probe) if probe is not None else None,
         garbage_episodes=len(probes),
         garbage_wins=wins,
+        wrong_answer_replays=len(replays),
+        wrong_answer_wins=sum(1 for r in replays if replay_won(r)),
     )
 

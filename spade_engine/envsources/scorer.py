@@ -38,11 +38,20 @@ from fractions import Fraction
 
 __all__ = ["SCORER_VERSION", "extract_answer", "normalise", "as_number", "answers_match", "EMBEDDED_SOURCE"]
 
-#: recorded in every generated environment: changes to these functions get a new name
-SCORER_VERSION = "normalised-match-v1"
+#: recorded in every generated environment: changes to these functions get a new name (v2: v1's
+#: results, with the answer extracted in linear time)
+SCORER_VERSION = "normalised-match-v2"
 
+# Every pattern here runs in linear time, on answers (model text) in the sandbox and on the
+# datasets' answers in the engine's process (rgpool): _BOXED_RE is a literal and a run of white
+# space ending at the brace; _NUMBER_RE, _INTEGER_RE and _GROUPED_RE are only used with fullmatch
+# and have one way to match each character (a digit run is followed by a non-digit or the end);
+# _FRAC_RE's starts are "frac" literals, its white-space runs and brace-free contents are disjoint
+# between starts; _TEXT_RE is only used with fullmatch (one start; ".*" backs off to the last
+# brace). The unclosed-tag and unclosed-box cases that made the former patterns quadratic are
+# parsed by hand (extract_answer).
 _BOXED_RE = re.compile(r"\\boxed\s*\{")
-_ANSWER_TAG_RE = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
+_BRACE_RE = re.compile(r"[{}]")
 _NUMBER_RE = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 _INTEGER_RE = re.compile(r"[-+]?\d+")
 _GROUPED_RE = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")
@@ -51,23 +60,29 @@ _TEXT_RE = re.compile(r"\\text\s*\{(.*)\}", re.S)
 
 
 def extract_answer(text):
-    """The last ``\\boxed{...}`` content, else the last ``<answer>`` tag's content, else None."""
+    """The last ``\\boxed{...}`` content (the complete one that starts last), else the last
+    ``<answer>`` tag's content (what ``re.findall(r"<answer>\\s?(.*?)\\s?</answer>", text,
+    re.S)[-1].strip()`` gives), else None; in linear time, each brace paired once with a stack."""
     text = str(text)
-    last = None
-    for m in _BOXED_RE.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-            i += 1
-        if depth == 0:
-            last = text[m.end() : i - 1].strip()
+    opens = {m.end() - 1 for m in _BOXED_RE.finditer(text)}
+    stack = []
+    best, last = -1, None
+    for m in _BRACE_RE.finditer(text) if opens else ():
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            start = stack.pop()
+            if start in opens and start > best:
+                best, last = start, text[start + 1 : m.start()].strip()
     if last is not None:
         return last
-    tags = _ANSWER_TAG_RE.findall(text)
-    return tags[-1].strip() if tags else None
+    tag, i = None, 0
+    while True:
+        j = text.find("<answer>", i)
+        k = text.find("</answer>", j + 8) if j >= 0 else -1
+        if k < 0:
+            return tag.strip() if tag is not None else None
+        tag, i = text[j + 8 : k], k + 9
 
 
 def normalise(text):
@@ -118,7 +133,7 @@ def answers_match(guess, expected):
 
 
 def _embedded_source() -> str:
-    names = ("_BOXED_RE", "_ANSWER_TAG_RE", "_NUMBER_RE", "_INTEGER_RE", "_GROUPED_RE", "_FRAC_RE", "_TEXT_RE")
+    names = ("_BOXED_RE", "_BRACE_RE", "_NUMBER_RE", "_INTEGER_RE", "_GROUPED_RE", "_FRAC_RE", "_TEXT_RE")
     consts = "\n".join(f"{n} = re.compile({globals()[n].pattern!r}{', re.S' if globals()[n].flags & re.S else ''})" for n in names)
     funcs = "\n\n".join(inspect.getsource(f) for f in (extract_answer, normalise, as_number, answers_match))
     return f"{consts}\n\n\n{funcs}"

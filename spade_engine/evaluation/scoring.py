@@ -2,7 +2,8 @@
 
 * :func:`extract_answer`: the model's final answer is the last ``\\boxed{...}`` in its reply
   (the format the engine's agent is trained on), else the last ``<answer>...</answer>``
-  (reasoning-gym's own convention), else none.
+  (reasoning-gym's own convention), else none: the embedded scorer's extraction
+  (:func:`spade_engine.envsources.scorer.extract_answer`), linear in the reply.
 * :func:`score_reasoning_gym`: the task's own verifier, ``dataset.score_answer(answer, entry)``
   (a verifier that raises scores 0 and is counted as a scoring error). An answer is *correct*
   when it scores 1.0; partial credit only enters ``mean_score``.
@@ -18,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.rollouts import parse_boxed
+from ..envsources.scorer import extract_answer as _scorer_extract
 
 __all__ = [
     "CI_METHOD",
@@ -34,13 +35,11 @@ _Z95 = 1.959963984540054
 
 
 def extract_answer(text: str) -> str | None:
-    """The last ``\\boxed{...}`` content, else the last ``<answer>`` tag's content, else ``None``."""
-    boxed = parse_boxed(text)
-    if boxed is not None:
-        return boxed
-    from .suites import import_reasoning_gym
-
-    return import_reasoning_gym().utils.extract_answer(text)
+    """The last ``\\boxed{...}`` content, else the last ``<answer>`` tag's content, else ``None``
+    (what reasoning-gym's ``utils.extract_answer`` gives for the tags, whose pattern is quadratic
+    on a reply of many unclosed tags: model text, in the engine's process)."""
+    answer = _scorer_extract(text)
+    return None if answer is None else str(answer)
 
 
 def score_reasoning_gym(dataset: Any, answer: str | None, entry: dict[str, Any]) -> tuple[float, bool]:

@@ -33,6 +33,7 @@ __all__ = [
     "ValidationCheck",
     "Turn",
     "GarbageProbe",
+    "WrongAnswerReplay",
     "RunStarted",
     "EnvironmentProposed",
     "EnvironmentValidated",
@@ -123,6 +124,25 @@ class GarbageProbe(msgspec.Struct, frozen=True, kw_only=True):
 
     seed: int
     actions: list[str]
+    rewards: list[float]
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
+
+
+class WrongAnswerReplay(msgspec.Struct, frozen=True, kw_only=True):
+    """A won play of an environment's first round replayed with a deliberately wrong final answer
+    (RolloutCompleted v5): a fresh sandbox session opened like a play's, reset with the play's
+    ``seed``, stepping the play's actions with the last one (turn ``turn``, 1-based) replaced by
+    ``answer``, the same answer with every letter and digit changed
+    (:func:`spade_engine.sandbox.probes.wrong_answer`: same shape, other value; recorded cut to
+    its start). ``rewards`` per step, and how the replay ended; ``error`` says why it ended
+    abnormally. When such replays win as well, the outcome does not depend on the answer (see
+    RegretEstimated v5)."""
+
+    seed: int
+    turn: int
+    answer: str
     rewards: list[float]
     terminated: bool = False
     truncated: bool = False
@@ -286,10 +306,13 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     or action is a blob (``Turn.observation_ref``/``action_ref``, its start inline) and a
     generation with many token ids is one (``Generation.ref``, which v3 already allowed); v3
     events hold everything inline and read as they are.
+    v5: ``wrong_answer`` is the replay of a won play of the first round with a deliberately wrong
+    final answer (:class:`WrongAnswerReplay`), ``None`` for every other play (lost, later rounds)
+    and in v4 events, which ran none.
     """
 
     TYPE: ClassVar[str] = "RolloutCompleted"
-    VERSION: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 5
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     play_id: str
@@ -306,6 +329,7 @@ class RolloutCompleted(EventPayload, frozen=True, kw_only=True):
     index: int = 0
     round: int = 0
     end_reason: str = ""
+    wrong_answer: WrongAnswerReplay | None = None
 
 
 class RegretEstimated(EventPayload, frozen=True, kw_only=True):
@@ -345,10 +369,18 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     per seed of its first round's plays) and ``garbage_wins`` (how many of them won; ``trivial``
     is ``garbage_wins > 0``); v3 events are upcast from their single probe (one episode, won when
     ``trivial``).
+
+    v5 adds ``wrong_answer_replays`` (how many of the plays it names carry a
+    :class:`WrongAnswerReplay`: the won plays of the first round, replayed with a deliberately
+    wrong final answer) and ``wrong_answer_wins`` (how many of those replays won as well). When
+    more than half of them won, the outcome does not depend on the answer
+    (:func:`spade_engine.engine.garbage.answer_ignored`): the environment is ``trivial`` and its
+    designer reward is 0, as for a garbage win; ``trivial`` is ``garbage_wins > 0`` or that. v4
+    events are upcast with no replays.
     """
 
     TYPE: ClassVar[str] = "RegretEstimated"
-    VERSION: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 5
     KEY_FIELD: ClassVar[str | None] = "env_id"
     env_id: str
     skill: str
@@ -375,6 +407,8 @@ class RegretEstimated(EventPayload, frozen=True, kw_only=True):
     pvl: float | None = None
     garbage_episodes: int = 0
     garbage_wins: int = 0
+    wrong_answer_replays: int = 0
+    wrong_answer_wins: int = 0
 
 
 class EnvironmentReplayed(EventPayload, frozen=True, kw_only=True):
@@ -664,6 +698,9 @@ def _regret_v3_to_v4(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+# v4 estimates read no wrong-answer replays (v4 engines ran none)
+register_upcaster("RegretEstimated", 4)(lambda p: {"wrong_answer_replays": 0, "wrong_answer_wins": 0, **p})
+
 @register_upcaster("RolloutCompleted", 2)
 def _rollout_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
     """v2 -> v3: ``end_reason`` from what v2 recorded (a play cut by the runner's turn limit was
@@ -687,6 +724,10 @@ def _rollout_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
 def _rollout_v3_to_v4(payload: dict[str, Any]) -> dict[str, Any]:
     """v3 plays hold every text inline: no blob references."""
     return payload
+
+
+# v4 engines replayed no play with a wrong answer
+register_upcaster("RolloutCompleted", 4)(lambda p: {"wrong_answer": None, **p})
 
 
 _decoders: dict[str, msgspec.json.Decoder] = {}

@@ -81,6 +81,8 @@ def _children(pid: int) -> list[int]:
         return out
 
 
+#: over a worker's traceback (environment text) in linear time: a literal start, bounded runs, and
+#: once the indent is matched the source line always matches (it may take the indent's blanks)
 _ENV_FRAME = re.compile(r'File "<environment>", line (\d+), in (\w{1,80})\n {2,}([^\n]{1,400})')
 
 

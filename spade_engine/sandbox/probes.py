@@ -21,6 +21,7 @@ __all__ = [
     "validation_seeds",
     "probe_actions",
     "garbage_actions",
+    "GARBAGE_SHAPES",
     "wrong_answer",
 ]
 
@@ -68,15 +69,31 @@ def probe_actions(seed: int) -> tuple[str, ...]:
     )
 
 
+def _small_int(rng: random.Random) -> int:
+    """A non-negative integer of 1 to 6 digits, the number of digits drawn first (so 0-9 are as
+    likely as six-digit numbers)."""
+    digits = rng.randint(1, 6)
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+
+
+#: how many shapes :func:`garbage_actions` draws from
+GARBAGE_SHAPES = 12
+
+
 def garbage_actions(seed: int, n: int) -> list[str]:
     """``n`` garbage actions drawn from ``seed``, of varied shapes (so no environment can lose
-    only on the shapes it expects): boxed lower-case and mixed-case words, boxed large positive
-    and negative numbers, decimals with many places, two words, a list of numbers, and junk
-    outside any box. Each is far from anything a fair environment could accept by chance."""
+    only on the shapes it expects), each action's shape drawn anew: boxed lower-case and
+    mixed-case words, boxed large positive and negative numbers, decimals with many places, two
+    words, a list of numbers, junk outside any box, and the shapes of a plausible answer: a
+    small non-negative integer (1 to 6 digits) and a short plain word (2 to 4 letters), boxed or
+    bare. The first kinds are far from anything a fair environment could accept by chance; the
+    plausible ones can hit a fair answer only as often as a guess would, and an environment that
+    pays only answers of that shape, whatever their value, is found by them (and by the
+    wrong-answer replays of the plays it was won in, :mod:`spade_engine.engine.garbage`)."""
     rng = random.Random(seed_for(seed, "garbage"))
     out = []
     for i in range(n):
-        kind = rng.randrange(8)
+        kind = rng.randrange(GARBAGE_SHAPES)
         if kind == 0:
             out.append(f"\\boxed{{{_word(rng)}}}")
         elif kind == 1:
@@ -91,8 +108,16 @@ def garbage_actions(seed: int, n: int) -> list[str]:
             out.append(f"\\boxed{{{rng.randint(1000, 99999)}.{rng.randint(10**4, 10**6 - 1)}}}")
         elif kind == 6:
             out.append(f"\\boxed{{{_word(rng)} {_word(rng)}}}")
-        else:
+        elif kind == 7:
             out.append("\\boxed{[" + ", ".join(str(rng.randint(10**5, 10**7)) for _ in range(3)) + "]}")
+        elif kind == 8:
+            out.append(f"\\boxed{{{_small_int(rng)}}}")
+        elif kind == 9:
+            out.append(f"\\boxed{{{_word(rng, 2, 4)}}}")
+        elif kind == 10:
+            out.append(str(_small_int(rng)))
+        else:
+            out.append(_word(rng, 2, 4))
     return out
 
 

@@ -32,9 +32,12 @@ BASE_SOURCE = Path(__file__).with_name("textgame.py").read_text(encoding="utf-8"
 BEGIN = BASE_SOURCE.splitlines()[0]
 END = BASE_SOURCE.rstrip("\n").splitlines()[-1]
 
+# These run over model-written code in the engine's process, each in linear time: every start is a
+# "class" literal at a line start, and each quantified run ends at a character the next part
+# cannot begin with (white space before a word, a word before white space or a parenthesis), so no
+# run is tried two ways; the runs of different starts are disjoint.
 _SUBCLASS = re.compile(rf"^class\s+\w+\s*\(\s*{BASE_NAME}\s*\)\s*:", re.M)
 _DEFINES_BASE = re.compile(rf"^class\s+{BASE_NAME}\b", re.M)
-_BLOCK = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n{0,3}", re.S)  # with the blank lines inline() adds
 
 
 def subclasses_base(code: str) -> bool:
@@ -58,11 +61,22 @@ def inline(code: str) -> str:
 
 
 def strip(code: str) -> str:
-    """``code`` without the inlined base class (the game as its designer wrote it)."""
-    return _BLOCK.sub("", code, count=1)
+    """``code`` without the inlined base class (the game as its designer wrote it): from its
+    first line to the first last line after it, with up to three newlines after (the blank lines
+    :func:`inline` adds). Found with two ``find`` calls: the lazy pattern this replaces was
+    quadratic on code repeating the first line without the last."""
+    start = code.find(BEGIN)
+    end = code.find(END, start + len(BEGIN)) if start >= 0 else -1
+    if end < 0:
+        return code
+    end += len(END)
+    for _ in range(3):
+        if code.startswith("\n", end):
+            end += 1
+    return code[:start] + code[end:]
 
 
-_DEFINES_ACT = re.compile(r"^[ \t]+def\s+act\s*\(", re.M)
+_DEFINES_ACT = re.compile(r"^[ \t]+def\s+act\s*\(", re.M)  # linear: an indent run, then a literal
 
 
 def code_format(code: str) -> str:
@@ -118,7 +132,7 @@ def puzzle_only(code: str) -> str:
     return "\n".join(kept).rstrip() + "\n"
 
 
-_LINE = re.compile(r"\bline (\d+)\b")
+_LINE = re.compile(r"\bline (\d+)\b")  # linear: a literal, then one digit run
 
 
 def game_line_numbers(code: str, text: str) -> str:

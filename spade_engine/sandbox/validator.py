@@ -252,6 +252,9 @@ def _shows(question: str, answer: str) -> bool:
     if not answer:
         return False
     q = " ".join(question.split())
+    # Both linear over the question (environment text, in the engine's process): the number
+    # pattern has one way to match; the search compares the answer (a number) only where no digit
+    # or point comes before, so the digit runs it walks at different starts are disjoint.
     if re.fullmatch(r"-?\d+(?:\.\d+)?", answer):
         return re.search(rf"(?<![\d.]){re.escape(answer)}(?![\d]|\.\d)", q) is not None
     return answer.lower() == q.lower() or (len(answer.split()) > 3 and answer.lower() in q.lower())

@@ -9,7 +9,7 @@ the document and a seeded ``random.Random``.
 from __future__ import annotations
 
 import random
-import re
+import re  # linear patterns only (one character class or a white-space run each), over corpus documents
 
 __all__ = ["sentences", "content_words", "safe_text", "theme_line", "class_name", "STOPWORDS"]
 
