@@ -208,10 +208,10 @@ def test_an_outcome_that_a_wrong_answer_wins_as_often_is_trivial():
     blind = [(eid, msgspec.structs.replace(p, wrong_answer=_replay(True)) if p.episode_reward == 1.0 else p) for eid, p in plays]
     fair = [(eid, msgspec.structs.replace(p, wrong_answer=_replay(False)) if p.episode_reward == 1.0 else p) for eid, p in plays]
     no_probes = dict(probe=_probe(0, False), more_probes=[_probe(i, False) for i in range(1, 4)])
-    est = estimate_round(PROPOSED, blind, cfg, round_=0, replay=False, prev=None, **no_probes)
+    est = estimate_round(PROPOSED, blind, cfg.reward, cfg.loop, round_=0, replay=False, prev=None, **no_probes)
     assert (est.wrong_answer_replays, est.wrong_answer_wins, est.garbage_wins) == (4, 4, 0)
     assert est.trivial and est.designer_reward == 0.0
-    kept = estimate_round(PROPOSED, fair, cfg, round_=0, replay=False, prev=None, **no_probes)
+    kept = estimate_round(PROPOSED, fair, cfg.reward, cfg.loop, round_=0, replay=False, prev=None, **no_probes)
     assert (kept.wrong_answer_replays, kept.wrong_answer_wins) == (4, 0)
     assert not kept.trivial and kept.designer_reward == pytest.approx(0.6)
 
@@ -285,9 +285,9 @@ def _arithmetic_agent(request: PolicyRequest) -> str:
     """Answers arithmetic_env's question right at even play seeds and wrong at odd ones."""
     if request.role != "agent":
         return "Compute it."  # the hint
-    a, b, c = map(int, re.search(r"Compute (\d+) \+ (\d+) \* (\d+)", request.context["observation"]).groups())
+    a, b, c = map(int, re.search(r"Compute (\d+) \+ (\d+) \* (\d+)", request.context.observation).groups())
     right = a + b * c
-    return f"\\boxed{{{right if request.context['play_seed'] % 2 == 0 else right + 1}}}"
+    return f"\\boxed{{{right if request.context.play_seed % 2 == 0 else right + 1}}}"
 
 
 @pytest.mark.sandbox

@@ -192,8 +192,8 @@ def _as_estimated(events):
         elif env.type == "RolloutCompleted":
             plays[env.event_id] = ev
         elif env.type == "RegretEstimated":
-            est = estimate_round(proposed[ev.env_id], [(i, plays[i]) for i in ev.rollout_ids], EngineConfig(),
-                                 round_=0, replay=False, prev=None)
+            est = estimate_round(proposed[ev.env_id], [(i, plays[i]) for i in ev.rollout_ids], EngineConfig().reward,
+                                 EngineConfig().loop, round_=0, replay=False, prev=None)
             est = msgspec.structs.replace(est, skill=ev.skill)
             env = msgspec.structs.replace(env, payload=payload_to_builtins(est))
         out.append(env)
