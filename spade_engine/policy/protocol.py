@@ -115,10 +115,13 @@ class Policy(Protocol):
     kind: str
     #: whether it has weights the trainer can train (PolicyUpdated checkpoints load into it)
     trainable: bool
-    #: prompt + completion tokens at most (``None``: no fixed window, e.g. the procedural simulation)
-    context_window: int | None
     #: set by the run to receive progress during long calls; ``None``: nobody listens
     on_progress: Callable[[GenerationProgress], None] | None
+
+    @property
+    def context_window(self) -> int | None:
+        """Prompt + completion tokens at most (``None``: no fixed window, e.g. the procedural simulation)."""
+        ...
 
     @property
     def version(self) -> str:
