@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 
 from ..events.catalogue import GarbageProbe, HintWritten, WrongAnswerReplay
 from ..sandbox.limits import clip
@@ -51,27 +52,44 @@ _MAX_ERROR = 500
 _MAX_ANSWER = 200
 
 
-def run_garbage_probe(open_session: Callable[[], AbstractContextManager[Session]], *, seed: int,
-                      actions: list[str]) -> GarbageProbe:
-    """Play one episode of garbage ``actions`` at reset ``seed``; never raises for anything the
-    environment does (an abnormal end is recorded in ``error``)."""
-    rewards: list[float] = []
-    terminated = truncated = False
-    used: list[str] = []
+@dataclass
+class _Episode:
+    """A model-free episode: the actions sent, the rewards seen, how it ended."""
+
+    used: list[str] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    terminated: bool = False
+    truncated: bool = False
     error: str | None = None
+
+
+def _play_actions(open_session: Callable[[], AbstractContextManager[Session]], seed: int,
+                  actions: Sequence[str]) -> _Episode:
+    """Send ``actions`` one by one after a reset at ``seed`` until the episode ends; never raises
+    for anything the environment does (an abnormal end is in ``error``)."""
+    ep = _Episode()
     try:
         with open_session() as session:
             session.reset(seed=seed)
             for action in actions:
-                used.append(action)
+                ep.used.append(action)
                 _, reward, term, trunc, _ = session.step(action)
-                rewards.append(float(reward))
+                ep.rewards.append(float(reward))
                 if term or trunc:
-                    terminated, truncated = bool(term), bool(trunc)
+                    ep.terminated, ep.truncated = bool(term), bool(trunc)
                     break
-    except Exception as exc:  # noqa: BLE001 - an environment that breaks here only loses its probe
-        error = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR]
-    return GarbageProbe(seed=seed, actions=used, rewards=rewards, terminated=terminated, truncated=truncated, error=error)
+    except Exception as exc:  # noqa: BLE001 - an environment that breaks here only loses this episode
+        ep.error = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR]
+    return ep
+
+
+def run_garbage_probe(open_session: Callable[[], AbstractContextManager[Session]], *, seed: int,
+                      actions: list[str]) -> GarbageProbe:
+    """Play one episode of garbage ``actions`` at reset ``seed``; never raises for anything the
+    environment does (an abnormal end is recorded in ``error``)."""
+    ep = _play_actions(open_session, seed, actions)
+    return GarbageProbe(seed=seed, actions=ep.used, rewards=ep.rewards, terminated=ep.terminated,
+                        truncated=ep.truncated, error=ep.error)
 
 
 def probe_reward(probe: GarbageProbe) -> float:
@@ -102,22 +120,9 @@ def run_wrong_answer_replay(open_session: Callable[[], AbstractContextManager[Se
     until the episode ends (an episode that ends before the last action is recorded as it
     ended); never raises for anything the environment does (an abnormal end is in ``error``)."""
     steps = [*actions[:-1], wrong]
-    rewards: list[float] = []
-    terminated = truncated = False
-    error: str | None = None
-    try:
-        with open_session() as session:
-            session.reset(seed=seed)
-            for action in steps:
-                _, reward, term, trunc, _ = session.step(action)
-                rewards.append(float(reward))
-                if term or trunc:
-                    terminated, truncated = bool(term), bool(trunc)
-                    break
-    except Exception as exc:  # noqa: BLE001 - an environment that breaks here only loses its replay
-        error = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR]
-    return WrongAnswerReplay(seed=seed, turn=len(steps), answer=clip(wrong, _MAX_ANSWER), rewards=rewards,
-                             terminated=terminated, truncated=truncated, error=error)
+    ep = _play_actions(open_session, seed, steps)
+    return WrongAnswerReplay(seed=seed, turn=len(steps), answer=clip(wrong, _MAX_ANSWER), rewards=ep.rewards,
+                             terminated=ep.terminated, truncated=ep.truncated, error=ep.error)
 
 
 def replay_won(replay: WrongAnswerReplay) -> bool:
