@@ -27,15 +27,12 @@ import os
 import secrets
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .policy.settings import ProceduralPolicyConfig, TransformersPolicyConfig, VllmPolicyConfig
-
-if TYPE_CHECKING:
-    from .envsources.spec import EnvSourceSpec
 
 __all__ = [
     "EngineConfig",
@@ -276,16 +273,6 @@ class LoopConfig(_Section):
     max_envs: int | None = Field(
         DEFAULT_MAX_ENVS, ge=0, description="stop after this many new environments; 0 = no bound (runs until stopped)"
     )
-
-    @property
-    def source(self) -> EnvSourceSpec:
-        """``env_source`` parsed (:func:`~spade_engine.envsources.spec.parse_env_source`), the one
-        place the text is read: its kind (designer, reasoning-gym, textarena, archive), tasks,
-        size, turns or run. Raises :class:`~spade_engine.envsources.spec.EnvSourceError` for a
-        source that names nothing usable."""
-        from .envsources.spec import parse_env_source
-
-        return parse_env_source(self.env_source)
 
     @property
     def env_bound(self) -> int | None:

@@ -16,14 +16,13 @@ been imported from anywhere. Whatever resumes a run, attaches a worker to it or 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from .config import EngineConfig, load_config
 from .errors import ConfigError
 from .events.errors import EventError
 from .events.log import EventLog
 
-__all__ = ["recorded_config", "recorded_config_or_default", "with_local_sandbox", "run_config_for"]
+__all__ = ["recorded_config", "recorded_config_or_default", "with_local_sandbox"]
 
 _MARK = b'"type":"RunStarted"'
 
@@ -66,34 +65,4 @@ def with_local_sandbox(cfg: EngineConfig, config_file: Path | None = None) -> En
     """``cfg`` (a recorded config) with this machine's ``[sandbox]`` section instead of the
     recorded one (see the module docstring)."""
     return cfg.model_copy(update={"sandbox": load_config(config_file).sandbox})
-
-
-def run_config_for(
-    recorded: EngineConfig | None,
-    *,
-    config_file: Path | None = None,
-    preset: str | None = None,
-    flags: dict[str, Any] | None = None,
-    new_run_flags: dict[str, Any] | None = None,
-) -> EngineConfig:
-    """The config a command drives a run with (``start``, a worker), by one rule.
-
-    A run that recorded its config (``recorded``) keeps it, but for ``[sandbox]``, which is
-    always this machine's (:func:`with_local_sandbox`), with ``flags`` on top (the few options
-    that apply to a running run: ``--max-envs``, ``--plays``, the log's place). A run that has
-    not (new, or killed before its ``RunStarted``) is configured like a new one: defaults <
-    ``preset`` < ``config_file`` < ``SPADE_*`` < ``flags`` < ``new_run_flags``, plus what a fixed
-    environment source implies (:func:`~spade_engine.envsources.fixed_source_overrides`). A
-    ``None`` value is an option not given: it overrides nothing. The run seed is drawn later,
-    where it is announced (:meth:`EngineConfig.with_run_seed`)."""
-    given = {k: v for k, v in (flags or {}).items() if v is not None}
-    if recorded is not None:
-        return with_local_sandbox(recorded, config_file).with_overrides(given)
-    given.update({k: v for k, v in (new_run_flags or {}).items() if v is not None})
-    cfg = load_config(config_file, overrides=given, preset=preset)
-    if cfg.loop.env_source:  # a fixed source (a flag, a file, a preset or SPADE_LOOP__ENV_SOURCE): what it implies
-        from .envsources import fixed_source_overrides
-
-        cfg = cfg.with_overrides(fixed_source_overrides(cfg.loop.source))
-    return cfg
 

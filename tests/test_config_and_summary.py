@@ -119,14 +119,15 @@ def test_one_rule_configures_a_run_new_or_resumed(tmp_path) -> None:
     running-run flags on top; a new run is configured from defaults < file < flags < new-run flags,
     a flag not given (None) overriding nothing, a fixed source's implied settings added."""
     from spade_engine.config import load_config
-    from spade_engine.recorded import run_config_for
+    from spade_engine.envsources.spec import source_of
+    from spade_engine.runs.run_config import run_config_for
 
     toml = tmp_path / "c.toml"
     toml.write_text("seed = 7\n[loop]\nmax_envs = 9\n[sandbox]\nworkers = 3\n")
     new = run_config_for(None, config_file=toml, flags={"loop.max_envs": None, "reward.band_low": 0.3},
                          new_run_flags={"seed": None, "loop.env_source": "rg:gcd?size=4"})
     assert (new.seed, new.loop.max_envs, new.reward.band_low, new.sandbox.workers) == (7, 9, 0.3, 3)
-    assert new.loop.source.size == 4 and (new.loop.max_repairs, new.memory.novelty_threshold) == (0, 0.0)
+    assert source_of(new.loop).size == 4 and (new.loop.max_repairs, new.memory.novelty_threshold) == (0, 0.0)
     flagged = run_config_for(None, config_file=toml, flags={"seed": 1}, new_run_flags={"seed": 2})
     assert flagged.seed == 2  # a new-run flag wins over a general one (--seed over --set seed=...)
     recorded = load_config(overrides={"seed": 5, "loop.max_envs": 40, "sandbox.workers": 8}, environ={})

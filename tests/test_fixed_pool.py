@@ -38,10 +38,12 @@ def test_env_source_parsing():
     # the config's loop section reads its source through the same parser, the one place it is parsed
     from spade_engine.config import load_config
 
+    from spade_engine.envsources.spec import source_of
+
     loop = load_config(overrides={"loop.env_source": "rg:gcd,maze?size=7&turns=3"}, environ={}).loop
-    assert loop.source == s and load_config(environ={}).loop.source.kind == "designer"
+    assert source_of(loop) == s and source_of(load_config(environ={}).loop).kind == "designer"
     with pytest.raises(EnvSourceError, match="did you mean gcd"):
-        _ = load_config(overrides={"loop.env_source": "rg:gcdd"}, environ={}).loop.source
+        source_of(load_config(overrides={"loop.env_source": "rg:gcdd"}, environ={}).loop)
 
 
 def test_scorer_extraction_and_matching():

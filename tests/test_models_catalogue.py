@@ -489,7 +489,7 @@ def test_a_catalogue_model_brings_its_preset_to_a_new_run(tmp_path, monkeypatch)
     run (and says so); an explicit --preset wins. The small models name `small-model`."""
     from spade_engine.errors import SpadeError
     from spade_engine.models.catalogue import load_catalogue
-    from spade_engine.runs.cli import catalogue_preset
+    from spade_engine.runs.start import catalogue_preset
 
     cat = load_catalogue()
     assert cat.entries["qwen2.5-coder-0.5b-instruct"].preset == cat.entries["qwen2.5-coder-1.5b-instruct"].preset == "small-model"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .spec import EnvSourceError, EnvSourceSpec, parse_env_source
+from .spec import EnvSourceError, EnvSourceSpec, parse_env_source, source_of
 
 if TYPE_CHECKING:
     from ..config import LoopConfig
@@ -67,7 +67,7 @@ def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
     """The source named by ``cfg.loop.env_source`` (an object with ``propose(engine, index)``,
     ``describe()`` and ``close()``); raises :class:`EnvSourceError` for the designer or a source
     that cannot be built."""
-    spec = cfg.loop.source
+    spec = source_of(cfg.loop)
     if spec.kind == "reasoning-gym":
         from .rgpool import build_pool
         from .sources import PoolSource
@@ -112,7 +112,7 @@ def source_preload(loop: LoopConfig) -> list[str]:
     (textarena for ``textarena:...``; none otherwise). Derived from the source's kind, never from
     a recorded module list, so an imported log cannot choose what runs before isolation."""
     try:
-        spec = loop.source
+        spec = source_of(loop)
     except EnvSourceError:
         return []
     if spec.kind == "textarena":

@@ -17,13 +17,16 @@ generated or opened here, so a bad source is reported before a model is loaded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl
 
 from ..errors import SpadeError
 from ..evaluation.seeds import MAX_ITEMS
 
-__all__ = ["EnvSourceError", "EnvSourceSpec", "parse_env_source", "DEFAULT_POOL_SIZE"]
+if TYPE_CHECKING:
+    from ..config import LoopConfig
+
+__all__ = ["EnvSourceError", "EnvSourceSpec", "parse_env_source", "source_of", "DEFAULT_POOL_SIZE"]
 
 #: items per task of a reasoning-gym pool without ``?size=``
 DEFAULT_POOL_SIZE = 50
@@ -116,3 +119,11 @@ def parse_env_source(text: str | None) -> EnvSourceSpec:
         f"unknown environment source {raw!r} (expected designer, reasoning-gym:TASK,...[?size=N&turns=T], "
         "textarena:GAME,...[?size=N] or archive:RUN)"
     )
+
+
+def source_of(loop: LoopConfig) -> EnvSourceSpec:
+    """The run's environment source, ``loop.env_source`` parsed: the one place a config's source
+    text is read (opening the source, the sandbox's preloads, the overrides a fixed source implies,
+    eval's archive check). Raises :class:`EnvSourceError` for a source that names nothing usable."""
+    return parse_env_source(loop.env_source)
+

@@ -383,7 +383,9 @@ def _archive_sources(log: Any, root: Path, backend: str, bootstrap: str | None) 
     from ..recorded import recorded_config
 
     cfg = recorded_config(log)
-    spec = cfg.loop.source if cfg is not None and cfg.loop.env_source else None
+    from ..envsources.spec import source_of
+
+    spec = source_of(cfg.loop) if cfg is not None and cfg.loop.env_source else None
     if spec is None or spec.kind != "archive" or not spec.run:
         return []
     try:

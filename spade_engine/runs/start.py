@@ -24,27 +24,18 @@ from typing import Any
 
 from rich.live import Live
 
-from ..cli_common import out
-from ..config import EngineConfig, parse_assignments
+from ..cli_common import backend_or_env, bootstrap_or_env, locate, out
+from ..config import EngineConfig, parse_assignments, resolve_config
 from ..engine.loop import Engine
 from ..engine.state import RunState
 from ..errors import SpadeError
-from ..events.store import resolve_data_dir
+from ..events.errors import RunNotFound
+from ..events.store import new_run_backend, resolve_data_dir
 from ..policy.registry import backend as policy_backend
-from ..recorded import recorded_config, run_config_for
+from ..recorded import recorded_config
+from .run_config import run_config_for
 from ..textout import is_terminal, note, say, styled
-from .cli import (
-    _accepted,
-    _fmt,
-    _policy_for,
-    _start_place,
-    catalogue_preset,
-    next_commands,
-    panel_lines,
-    print_stats,
-    progress_line,
-    render_stats,
-)
+from .display import _accepted, _fmt, next_commands, panel_lines, print_stats, progress_line, render_stats
 
 __all__ = ["StartOptions", "StartPlan", "plan_start", "announce_start", "describe_engine", "drive", "report_stop"]
 
@@ -305,3 +296,46 @@ def report_stop(engine: Engine, cfg: EngineConfig, run_id: str, reason: str, *, 
     ))
     for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
         note(line)
+
+
+def _start_place(run: str | None, new: bool, root: Path, backend: str | None, bootstrap: str | None,
+                 config: Path | None, preset: str | None, assigned: dict[str, Any]) -> tuple[str, str | None]:
+    """``(backend, bootstrap)`` of the run ``start`` drives: a named run where it lives (its data
+    directory remembers it); else the chosen backend (``--backend``, ``$SPADE_LOG__BACKEND``, the
+    config's ``[log]``), else the latest run's own when resuming, else Kafka for a bootstrap."""
+    if run is not None and not new:
+        where = locate(run, root, backend, bootstrap)
+        return where.backend, where.bootstrap
+    chosen, boot = backend_or_env(backend), bootstrap_or_env(bootstrap)
+    if chosen is None or boot is None:
+        resolved = resolve_config(config, preset=preset, overrides=assigned)
+        if chosen is None and resolved.source("log.backend") != "default":
+            chosen = resolved.config.log.backend
+        boot = boot or resolved.config.log.bootstrap
+    if chosen is None and boot is None and not new:
+        try:  # resume the latest run this data directory knows, where it lives
+            where = locate(None, root)
+        except RunNotFound:
+            pass
+        else:
+            return where.backend, where.bootstrap
+    return new_run_backend(chosen, boot), boot
+
+
+def _policy_for(model: str) -> str:
+    """The backend ``start --model`` uses when ``--policy`` is not given, said on stderr."""
+    from ..policy.choice import default_kind_for_model
+
+    kind = default_kind_for_model(model)
+    if kind == "llamacpp":
+        note(styled((f"policy llamacpp: {model} is a GGUF model and this machine has no CUDA device "
+                     "(--policy transformers for the transformers backend)", "dim")))
+    return kind
+
+
+def catalogue_preset(model: str) -> str | None:
+    """The preset the model catalogue names for ``model`` (a catalogue name), else ``None``."""
+    from ..models.catalogue import load_catalogue
+
+    cat = load_catalogue()
+    return cat.entries[model].preset if model in cat.entries else None

@@ -29,7 +29,8 @@ from ..errors import SpadeError
 from ..events.errors import RunNotFound
 from ..events.backends import log_backend
 from ..events.store import DataDir, open_event_log, resolve_data_dir, resolve_run
-from ..recorded import recorded_config, run_config_for, with_local_sandbox
+from ..recorded import recorded_config, with_local_sandbox
+from .run_config import run_config_for
 
 __all__ = ["worker"]
 
