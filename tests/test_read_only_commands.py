@@ -221,6 +221,27 @@ def test_a_read_only_reader_sees_what_a_writer_appends_after_it_opened(tmp_path)
         reader.close()
 
 
+def test_a_read_only_reader_sees_what_a_short_lived_writer_appended_and_closed(tmp_path):
+    """A writer that opens, appends and closes between two reads leaves no WAL behind (its last
+    close checkpoints into the main file): the immutable reading notices the main file changed and
+    reads afresh (the dashboard's live stream missed such events)."""
+    path = tmp_path / "events.sqlite"
+    events = run_events(RUN, n_envs=3)
+    _write_log(path, events[:4])
+    reader = SqliteEventLog(path, RUN, create=False, read_only=True)
+    try:
+        assert len(reader) == 4
+        for i in range(4, len(events)):
+            writer = SqliteEventLog(path, RUN, create=False)
+            writer.append([events[i]])
+            writer.close()
+            assert not path.with_name(path.name + "-wal").exists()
+            assert len(reader) == i + 1
+        assert [r.envelope.event_id for r in reader.read()] == [e.event_id for e in events]
+    finally:
+        reader.close()
+
+
 def test_the_writers_still_complete_and_write_the_log(tmp_path):
     """``events import`` into an existing run appends to it; a writer opening a log with tables
     missing (an older or partly copied log) still adds them, as before."""

@@ -201,15 +201,28 @@ class SqliteEventLog:
         """A ``mode=ro`` connection, and whether it is ``immutable`` (no ``-wal`` file: the main
         file holds everything, read without creating ``-wal``/``-shm`` files)."""
         immutable = not self._wal.exists()
+        self._local.stamp = self._file_stamp() if immutable else None
         uri = self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
         conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False)
         return conn, immutable
 
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        """The main file's (inode, size, mtime): an immutable reading of it holds while these do."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
-        if conn is not None and self.read_only and self._local.immutable and self._wal.exists():
-            # a writer opened the log since: read through its WAL from now on (the immutable
-            # connection stays open for a read still under way, and is closed by close())
+        if conn is not None and self.read_only and self._local.immutable and (
+            self._wal.exists() or self._file_stamp() != self._local.stamp
+        ):
+            # a writer opened the log since (its WAL is there), or wrote and closed it (its last
+            # close checkpointed into the main file and removed the WAL): read afresh, through the
+            # WAL when there is one (the old connection stays open for a read still under way, and
+            # is closed by close())
             conn = None
         if conn is None and self.read_only:
             try:
