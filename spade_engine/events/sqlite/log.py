@@ -224,22 +224,16 @@ class SqliteEventLog:
             # WAL when there is one (the old connection stays open for a read still under way, and
             # is closed by close())
             conn = None
-        if conn is None and self.read_only:
-            try:
-                conn, self._local.immutable = self._connect_read_only()
-                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
-            except sqlite3.DatabaseError as exc:
-                raise self._error(exc) from None
-            self._local.conn = conn
-            with self._conns_lock:
-                self._all_conns.append(conn)
         if conn is None:
             try:
-                conn = sqlite3.connect(
-                    self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-                )
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
+                if self.read_only:
+                    conn, self._local.immutable = self._connect_read_only()
+                else:
+                    conn = sqlite3.connect(
+                        self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+                    )
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
             except sqlite3.DatabaseError as exc:
                 raise self._error(exc) from None
