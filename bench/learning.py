@@ -59,10 +59,15 @@ from spade_engine.envsources import fixed_source_overrides, parse_env_source  # 
 from spade_engine.events.store import new_run_id, open_event_log  # noqa: E402
 from spade_engine.runs.engine import open_engine  # noqa: E402
 
-#: tasks whose base accuracy (0.5B, greedy, 384 tokens, 30 items) is between about 15% and 60%:
-#: simple_equations 0.40, basic_arithmetic 0.20, letter_counting 0.17 (leg_counting, gcd,
-#: spell_backward and count_bits scored 0; lcm, number_sorting, word_sorting, chain_sum 0.03-0.13)
-TASKS = ("simple_equations", "basic_arithmetic", "letter_counting")
+#: tasks whose base accuracy (0.5B, greedy, 384 tokens, 24-30 items of the screening seed 99) is
+#: between about 15% and 60% and whose right answers come from the work the model shows:
+#: simple_equations 0.40, products 0.29, basic_arithmetic 0.20 (chain_sum 0.17, lcm 0.13,
+#: number_format 0.08; gcd, decimal_arithmetic, fraction_simplification, leg_counting,
+#: spell_backward and count_bits 0). letter_counting (0.17) was in the first two runs and is left
+#: out: read one by one, the 0.5B does not count letters (it lists every letter as appearing once)
+#: and its right answers are guesses of small numbers, so its reward rewards guessing
+#: (docs/notes/measurements.md).
+TASKS = ("simple_equations", "basic_arithmetic", "products")
 MODEL = "qwen2.5-coder-0.5b-instruct"
 
 
@@ -387,11 +392,13 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=256, help="tokens per training answer")
+    ap.add_argument("--max-new-tokens", type=int, default=320,
+                    help="tokens per training answer (the held-out budget: a shorter one scores long right answers 0)")
     ap.add_argument("--parallel", type=int, default=16, help="sequences llama.cpp decodes together")
     ap.add_argument("--concurrent-envs", type=int, default=2, help="items played at once (their plays decode together)")
     ap.add_argument("--eval-size", type=int, default=70, help="held-out items per task")
-    ap.add_argument("--eval-seed", type=int, default=0)
+    ap.add_argument("--eval-seed", type=int, default=1,
+                    help="held-out items (seed 0's were looked at while the tasks were chosen)")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N updates (0: v0 and the final ones)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
     ap.add_argument("--seed", type=int, default=0)
