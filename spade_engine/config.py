@@ -489,6 +489,12 @@ class TrainerConfig(_Section):
     lora_alpha: int = Field(32, ge=1, description="LoRA scaling alpha (the update is scaled by alpha / r)")
     lora_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
     lora_target_modules: list[str] = Field(default_factory=list, description="empty: all linear layers")
+    merged_weights: bool | None = Field(
+        None, description="with lora: also record each version's merged weights (a full copy of the model, 2.5 GB for a "
+        "0.5B in float32) beside its adapter (about 35 MB); the transformers and vLLM policies load merged weights, the "
+        "llamacpp policy serves the adapter alone. None: only when the policy is not llamacpp. Without lora the merged "
+        "weights are always recorded",
+    )
     reward_control: Literal["none", "coin"] = Field(
         "none", description="a control arm for learning experiments: coin = each play's reward replaced by a fair coin "
         "flip (seeded by its event id) before advantages are computed, so gains from the reward are told from gains "
@@ -553,6 +559,11 @@ class EngineConfig(_Section):
             raise ValueError(
                 "the llamacpp policy serves trained weights as LoRA adapters on its GGUF model: "
                 "set trainer.lora = true to train with it (or policy.kind = \"transformers\")"
+            )
+        if self.trainer.merged_weights is False and self.trainer.enabled and self.policy.kind in ("transformers", "vllm"):
+            raise ValueError(
+                f"the {self.policy.kind} policy loads each trained version's merged weights: "
+                "set trainer.merged_weights = true (or leave it unset)"
             )
         return self
 

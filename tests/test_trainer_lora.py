@@ -74,3 +74,59 @@ def test_policy_updated_v1_events_are_upcast_without_an_adapter():
     payload = {"version": "v1", "parent_version": "v0", "checkpoint": None, "step": 1}
     ev = decode_payload("PolicyUpdated", 1, payload)
     assert isinstance(ev, PolicyUpdated) and ev.adapter is None and PolicyUpdated.VERSION == 2
+
+
+def test_adapter_only_versions_record_no_merged_weights_and_still_resume_and_evaluate(tmp_path):
+    """``trainer.merged_weights = false`` (the default under a llama.cpp policy): a LoRA version is
+    its adapter alone (no multi-GB merged checkpoint in the blob store); a restarted trainer
+    continues it, ``eval --run --version`` finds it, and a policy that needs merged weights says so."""
+    import pytest
+
+    from spade_engine.evaluation.checkpoint import find_checkpoint
+    from spade_engine.policy.hf import PolicyLoadError
+    from spade_engine.trainer.model import TrainerSetupError
+
+    log = SqliteEventLog(tmp_path / "events.sqlite", "run-adapter")
+    blobs = BlobStore(tmp_path / "blobs")
+    start_run(log, "run-adapter")
+    policy = TransformersPolicy.from_tiny(seed=0)
+    cfg = TrainerConfig(learning_rate=5e-2, batch_groups=4, device="cpu", lora=True, lora_r=4, lora_alpha=8, max_lag=2)
+
+    play_round(policy, log, "run-adapter", 0)
+    (v1,) = Trainer(log, blobs=blobs, config=cfg, base_model="tiny:0", merged_weights=False).run()
+    assert v1.checkpoint is None and v1.adapter is not None and v1.optimizer is not None
+    stored = {p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()}
+    assert len(stored) == 2  # the adapter and the optimizer state, no merged weights
+
+    found = find_checkpoint(log, "v1", blobs)
+    assert found.path is None and found.adapter is not None and found.sha256 == v1.adapter.sha256
+    with pytest.raises(PolicyLoadError, match="adapter alone"):
+        policy.load_version("v1", None, adapter=str(found.adapter))
+
+    resumed = Trainer(log, blobs=blobs, config=cfg, base_model="tiny:0", merged_weights=False)
+    saved, _ = read_adapter(blobs.verified(v1.adapter))
+    start_lora = {k: v.detach().clone() for k, v in resumed.tm.model.named_parameters() if "lora_B" in k}
+    assert all(torch.equal(start_lora[k], saved[k.replace(".default", "")]) for k in start_lora)
+    play_round(policy, log, "run-adapter", 1)
+    (v2,) = resumed.run()
+    assert v2.version == "v2" and v2.checkpoint is None and v2.adapter.sha256 != v1.adapter.sha256
+
+    # a full fine-tune cannot continue from an adapter alone: said, not silently restarted from v0
+    with pytest.raises(TrainerSetupError, match="adapter alone"):
+        Trainer(log, blobs=blobs, config=cfg.model_copy(update={"lora": False}), base_model="tiny:0")
+
+
+def test_merged_weights_default_follows_the_policy_and_a_merged_weights_policy_refuses_none():
+    import pytest
+
+    from spade_engine.config import load_config
+    from spade_engine.runs.training import merged_weights_of
+
+    def cfg(**over):
+        return load_config(overrides={"trainer.enabled": True, "trainer.lora": True, **over}, environ={})
+
+    assert merged_weights_of(cfg(**{"policy.kind": "llamacpp", "policy.model": "x.gguf"})) is False
+    assert merged_weights_of(cfg(**{"policy.kind": "transformers", "policy.model": "tiny"})) is True
+    assert merged_weights_of(cfg(**{"policy.kind": "llamacpp", "policy.model": "x.gguf", "trainer.merged_weights": True})) is True
+    with pytest.raises(Exception, match="merged_weights"):
+        cfg(**{"policy.kind": "transformers", "policy.model": "tiny", "trainer.merged_weights": False})

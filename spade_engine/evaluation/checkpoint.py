@@ -25,7 +25,8 @@ class CheckpointError(SpadeError):
 
 @dataclass(frozen=True)
 class RunCheckpoint:
-    """A run's policy version: its base model, and the verified checkpoint path (``None`` = base)."""
+    """A run's policy version: its base model, and the verified checkpoint path (``None``: the base weights,
+    or a LoRA version recorded as its ``adapter`` alone)."""
 
     run_id: str
     version: str
@@ -62,6 +63,11 @@ def find_checkpoint(log: EventLog, version: str, blobs: BlobStore) -> RunCheckpo
     if ev is None:
         known = ", ".join(["v0", *[u.version for u in updates]])
         raise CheckpointError(f"run {log.run_id} has no policy version {version!r} (known: {known})")
+    if ev.checkpoint is None and ev.adapter is not None:  # a LoRA version recorded as its adapter alone
+        return RunCheckpoint(
+            run_id=log.run_id, version=ev.version, base_model=ev.base_model or base, path=None,
+            sha256=ev.adapter.sha256, adapter=verified_path(blobs, ev.adapter),
+        )
     if ev.checkpoint is None:
         return RunCheckpoint(run_id=log.run_id, version=ev.version, base_model=ev.base_model or base, path=None, sha256=None)
     path = verified_path(blobs, ev.checkpoint)

@@ -232,7 +232,8 @@ class PeriodicEvaluator:
             pass
         info = PolicyInfo(
             version=version, model=self.model or str(desc.get("model") or desc.get("kind") or "unknown"),
-            checkpoint_sha256=checkpoint.sha256 if checkpoint is not None else None, run_id=self.log.run_id,
+            checkpoint_sha256=(checkpoint.sha256 if checkpoint is not None else adapter.sha256 if adapter is not None else None),
+            run_id=self.log.run_id,
         )
         evaluation_id = periodic_evaluation_id(self.log.run_id, version, self.cfg)
         events = [r.event(evaluation_id=evaluation_id, policy=info, settings=self.settings) for r in results]

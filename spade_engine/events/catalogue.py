@@ -454,7 +454,9 @@ class PolicyUpdated(EventPayload, frozen=True, kw_only=True):
     ``optimizer`` references the optimizer state and ``env_ids`` the groups consumed.
     ``adapter`` (v2), from a LoRA trainer: the adapter alone (safetensors, PEFT names), relative
     to the run's base weights, which is what an inference engine holding the base model (llama.cpp)
-    loads to serve this version; v1 events are upcast with none.
+    loads to serve this version; v1 events are upcast with none. ``checkpoint`` (the merged
+    weights) is None for the base weights, and for a LoRA version recorded as its adapter alone
+    (``trainer.merged_weights = false``, the default under a llama.cpp policy).
     """
 
     TYPE: ClassVar[str] = "PolicyUpdated"
@@ -518,7 +520,7 @@ class EvaluationCompleted(EventPayload, frozen=True, kw_only=True):
     correct answers per item (paired comparisons between versions) and ``item_ids`` the items
     (``task/seed``, or env ids). ``scoring_errors`` counts answers whose verifier raised, or
     archive plays that ended abnormally (step timeout, sandbox crash). ``checkpoint_sha256`` is
-    ``None`` for base weights. Keyed by run id; ``evaluation_id`` groups the tasks of one run of
+    ``None`` for base weights (the adapter's for a version recorded as its LoRA adapter alone). Keyed by run id; ``evaluation_id`` groups the tasks of one run of
     ``spade-engine eval``.
     """
 

@@ -274,6 +274,11 @@ class TransformersPolicy:
     def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
         """Load the safetensors weights at ``checkpoint`` (a path) and become ``version`` (the
         merged checkpoint holds any adapter: ``adapter`` is not needed here)."""
+        if checkpoint is None and adapter is not None:
+            raise PolicyLoadError(
+                f"{version} was recorded as a LoRA adapter alone (trainer.merged_weights = false): the transformers "
+                "policy loads merged weights; serve it with the llamacpp policy"
+            )
         if checkpoint is not None:
             try:
                 load_weights_into(self.model, checkpoint)

@@ -130,6 +130,9 @@ class Trainer:
             ``trainer.temperature``, when set, overrides it for every role.
         data_dir: where a catalogue model name in ``base_model`` is looked up (its model cache).
         evaluator: told about the base weights and each published version (:class:`UpdateObserver`).
+        merged_weights: with LoRA, also record each version's merged weights beside its adapter
+            (False: the adapter alone, for a llama.cpp policy; ignored without LoRA, or when the
+            adapter is not relative to the base weights, where the merged weights are the record).
     """
 
     def __init__(
@@ -145,6 +148,7 @@ class Trainer:
         on_update: Callable[[PolicyUpdated], None] | None = None,
         data_dir: Any = None,
         evaluator: UpdateObserver | None = None,
+        merged_weights: bool = True,
     ):
         from ..policy.hf import resolve_device
 
@@ -155,6 +159,7 @@ class Trainer:
         self.temperature = config.temperature if config.temperature is not None else temperature
         self.producer = producer
         self.on_update = on_update
+        self.merged_weights = merged_weights
         self.device = resolve_device(config.device)
         if model is None:
             model, _ = load_base_model(base_model, device=self.device, data_dir=data_dir)
@@ -176,6 +181,11 @@ class Trainer:
                 )
             if config.lora and ev.adapter is not None:
                 resume_adapter = verified_path(blobs, ev.adapter)  # loaded into the LoRA model below
+            elif ev.checkpoint is None and ev.adapter is not None:
+                raise TrainerSetupError(
+                    f"run {log.run_id}'s {ev.version} recorded its LoRA adapter alone (trainer.merged_weights = false): "
+                    "resume it with trainer.lora = true"
+                )
             elif ev.checkpoint is not None:
                 load_weights_into(model, verified_path(blobs, ev.checkpoint))
                 if config.lora:
@@ -282,7 +292,8 @@ class Trainer:
         version = f"v{step}"
         _fault("before_checkpoint")
         with self.tm.gathered():
-            ckpt = save_weights(self.tm.model, self.blobs, metadata={"base_model": self.base_model})
+            adapter_only = bool(self.cfg.lora and self.adapter_on_base and not self.merged_weights)
+            ckpt = None if adapter_only else save_weights(self.tm.model, self.blobs, metadata={"base_model": self.base_model})
             adapter_ref = None
             if self.cfg.lora and self.adapter_on_base:
                 t_adapter = time.perf_counter()
