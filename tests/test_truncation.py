@@ -31,6 +31,16 @@ def test_a_truncated_designer_completion_is_rejected_before_validation_and_repai
     (verdict,) = stages.validate_batch(ctx, [proposed])
     assert not verdict.valid and verdict.error_kind == "truncated" and verdict.failed_check == "generation"
     assert "token limit after 8 tokens" in verdict.checks[0].detail
+    # token ids offloaded to a blob (as the engine stores long completions): no invented "0 tokens"
+    import msgspec
+
+    from spade_engine.events.catalogue import BlobRef
+
+    gen = msgspec.structs.replace(proposed.generation, prompt_token_ids=[], completion_token_ids=[], logprobs=[],
+                                  ref=BlobRef(uri="cas://sha256/" + "0" * 64, sha256="0" * 64, size=1))
+    (offloaded,) = stages.validate_batch(ctx, [msgspec.structs.replace(proposed, generation=gen)])
+    assert offloaded.error_kind == "truncated" and "0 tokens" not in offloaded.checks[0].detail
+    assert offloaded.checks[0].detail.startswith("the completion reached its token limit (finish reason length)")
     # it goes back to the designer with its own message
     from spade_engine.engine.state import EnvState
 

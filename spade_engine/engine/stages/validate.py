@@ -35,11 +35,14 @@ def _truncated(proposed: EnvironmentProposed) -> EnvironmentValidated | None:
     g = proposed.generation
     if g is None or g.finish_reason not in ("length", "context"):
         return None
+    # the token ids may be offloaded to a blob (``g.ref``): then the count is not at hand here
     n = len(g.completion_token_ids)
+    known = bool(n) or g.ref is None
     why = (
-        f"the completion reached its token limit after {n} tokens (finish reason length)"
+        f"the completion reached its token limit{f' after {n} tokens' if known else ''} (finish reason length)"
         if g.finish_reason == "length"
-        else f"the prompt and the completion ({n} tokens) filled the model's context window (finish reason context)"
+        else f"the prompt and the completion{f' ({n} tokens)' if known else ''} filled the model's context window "
+        "(finish reason context)"
     )
     return EnvironmentValidated(
         env_id=proposed.env_id, valid=False, error_kind="truncated", failed_check="generation",
