@@ -133,3 +133,23 @@ def test_one_rule_configures_a_run_new_or_resumed(tmp_path) -> None:
     recorded = load_config(overrides={"seed": 5, "loop.max_envs": 40, "sandbox.workers": 8}, environ={})
     resumed = run_config_for(recorded, config_file=toml, flags={"loop.max_envs": 60}, new_run_flags={"seed": 9})
     assert (resumed.seed, resumed.loop.max_envs, resumed.sandbox.workers) == (5, 60, 3)  # sandbox: this machine's
+
+
+
+def test_train_takes_the_recorded_config_with_this_machines_sandbox_or_a_whole_config_file(tmp_path) -> None:
+    """runs.run_config.train_config_for: ``train`` on a recorded run keeps its config but never its
+    [sandbox] (the periodic evaluation plays in the sandbox; a log may come from anywhere), flags
+    on top; a --config file is the whole training recipe."""
+    from spade_engine.config import load_config
+    from spade_engine.runs.run_config import train_config_for
+
+    recorded = load_config(overrides={"seed": 5, "trainer.learning_rate": 0.5, "sandbox.workers": 8,
+                                      "sandbox.preload_modules": ["json"]}, environ={})
+    cfg = train_config_for(recorded, flags={"trainer.batch_groups": 3, "trainer.device": None})
+    assert (cfg.seed, cfg.trainer.learning_rate, cfg.trainer.batch_groups, cfg.trainer.device) == (5, 0.5, 3, "auto")
+    assert cfg.sandbox == load_config().sandbox and cfg.sandbox.preload_modules != ["json"]
+    toml = tmp_path / "t.toml"
+    toml.write_text("[trainer]\nlearning_rate = 0.01\n")
+    filed = train_config_for(recorded, config_file=toml, flags={"trainer.batch_groups": 3})
+    assert (filed.seed, filed.trainer.learning_rate, filed.trainer.batch_groups) == (None, 0.01, 3)
+    assert train_config_for(None, flags={"trainer.learning_rate": 0.2}).trainer.learning_rate == 0.2

@@ -1,5 +1,7 @@
-"""The config a command drives a run with: one rule for ``start`` and the designer worker
-(:func:`run_config_for`), over the config the run recorded (:mod:`spade_engine.recorded`)."""
+"""The config a command drives a run with, over the config the run recorded
+(:mod:`spade_engine.recorded`), in one place: :func:`run_config_for` for ``start`` and the
+workers (a recorded run keeps its config), :func:`train_config_for` for ``train`` (a ``--config``
+file is the whole training recipe). Both take ``[sandbox]`` from this machine, never from a log."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from ..envsources import fixed_source_overrides
 from ..envsources.spec import source_of
 from ..recorded import with_local_sandbox
 
-__all__ = ["run_config_for"]
+__all__ = ["run_config_for", "train_config_for"]
 
 
 def run_config_for(
@@ -41,3 +43,20 @@ def run_config_for(
         cfg = cfg.with_overrides(fixed_source_overrides(source_of(cfg.loop)))
     return cfg
 
+
+
+def train_config_for(
+    recorded: EngineConfig | None, *, config_file: Path | None = None, flags: dict[str, Any] | None = None
+) -> EngineConfig:
+    """The config ``spade-engine train`` trains a run with.
+
+    ``config_file``, when given, is the whole recipe (defaults < file < ``SPADE_*`` < ``flags``):
+    training a recorded run again with other settings is what it is for. Else the run's recorded
+    config, with this machine's ``[sandbox]`` (the periodic evaluation plays in the sandbox, and a
+    log may come from anywhere: :func:`~spade_engine.recorded.with_local_sandbox`) and ``flags`` on
+    top; a run that recorded none trains with the defaults and ``flags``. A ``None`` flag is an
+    option not given."""
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    if config_file is None and recorded is not None:
+        return with_local_sandbox(recorded).with_overrides(given)
+    return load_config(config_file, overrides=given)

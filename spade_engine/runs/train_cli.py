@@ -17,7 +17,7 @@ import typer
 from ..blobs import BlobStore
 from ..cli_common import BackendOpt, BootstrapOpt, DataDirOpt, RunArg, handle_errors, open_run
 from ..textout import say
-from ..config import EngineConfig, load_config
+from ..config import EngineConfig
 from ..errors import ConfigError, SpadeError
 from ..events.catalogue import PolicyUpdated
 from ..events.log import EventLog
@@ -29,14 +29,13 @@ __all__ = ["train_command", "run_config", "base_model_of"]
 
 
 def run_config(log: EventLog, config_file: Path | None, overrides: dict[str, Any]) -> EngineConfig:
-    """The config a command should use for a run: ``--config`` if given, else the one recorded in
-    the run's RunStarted, with flag overrides on top."""
-    if config_file is not None:
-        return load_config(config_file, overrides=overrides)
-    recorded = recorded_config(log)
-    if recorded is not None:
-        return recorded.with_overrides(overrides)
-    return load_config(None, overrides=overrides)
+    """The config ``train`` uses for a run (:func:`~spade_engine.runs.run_config.train_config_for`):
+    ``--config`` if given, else the one recorded in the run's RunStarted with this machine's
+    sandbox, with flag overrides on top."""
+    from .run_config import train_config_for
+
+    recorded = recorded_config(log) if config_file is None else None
+    return train_config_for(recorded, config_file=config_file, flags=overrides)
 
 
 def base_model_of(log: EventLog, cfg: EngineConfig, model: str | None) -> str:
