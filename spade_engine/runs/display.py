@@ -16,7 +16,10 @@ from rich.text import Text
 from ..cli_common import out
 from ..textout import is_terminal, plain, tsv_row
 
-__all__ = ["render_stats", "print_stats", "stats_rows", "progress_line", "panel_lines", "eta", "duration", "next_commands"]
+__all__ = [
+    "render_stats", "print_stats", "stats_rows", "progress_line", "panel_lines", "eta", "duration", "next_commands",
+    "stopped_summary",
+]
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -36,6 +39,13 @@ def _accepted(stats: dict[str, Any]) -> str:
     seeds = stats["accepted_seeds"]
     designed = stats["accepted"] - seeds
     return f"{designed} accepted" + (f" (+{seeds} seeds)" if seeds else "")
+
+
+def stopped_summary(stats: dict[str, Any], reason: str, trained: str = "") -> str:
+    """What follows "stopped" in a stopped run's one-line summary: the reason, its environments,
+    how many were accepted, its plays and mean regret, then ``trained`` (the policy updates)."""
+    return (f" ({reason}): {stats['roots']} environments, {_accepted(stats)}, {stats['plays']} plays, "
+            f"mean regret {_fmt(stats['mean_regret'])}{trained}.")
 
 
 def stats_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:

@@ -35,7 +35,7 @@ from ..policy.registry import backend as policy_backend
 from ..recorded import recorded_config
 from .run_config import run_config_for
 from ..textout import is_terminal, note, say, styled
-from .display import _accepted, _fmt, next_commands, panel_lines, print_stats, progress_line, render_stats
+from .display import next_commands, panel_lines, print_stats, progress_line, render_stats, stopped_summary
 
 __all__ = ["StartOptions", "StartPlan", "plan_start", "announce_start", "describe_engine", "drive", "report_stop"]
 
@@ -291,8 +291,7 @@ def report_stop(engine: Engine, cfg: EngineConfig, run_id: str, reason: str, *, 
         trained = f", {len(engine.state.policy_updates)} policy updates (now {engine.ctx.policy.version})"
     note(styled(
         ("stopped", "bold"),
-        (f" ({reason}): {s['roots']} environments, {_accepted(s)}, {s['plays']} plays, "
-         f"mean regret {_fmt(s['mean_regret'])}{trained}.", None),
+        (stopped_summary(s, reason, trained), None),
     ))
     for line in next_commands(run_id, reason=reason, bound=cfg.loop.env_bound, data_dir=data_dir):
         note(line)
