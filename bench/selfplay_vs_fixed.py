@@ -72,7 +72,7 @@ from spade_engine.runs.engine import open_engine  # noqa: E402
 from spade_engine.sandbox.scaffold import code_format  # noqa: E402
 
 #: held-out tasks: none shares an engine skill with the training tasks (simple_equations ->
-#: linear_equation, basic_arithmetic -> arithmetic, letter_counting -> string_ops)
+#: linear_equation, basic_arithmetic and products -> arithmetic)
 EVAL_TASKS = ("syllogism", "word_sorting", "lcm")
 DESIGNER_MODEL = "qwen2.5-coder-1.5b-instruct"
 
@@ -81,7 +81,7 @@ DESIGNER_MODEL = "qwen2.5-coder-1.5b-instruct"
 TASK_SKILLS: dict[str, tuple[str, ...]] = {
     "gcd": ("gcd_steps",), "lcm": ("gcd_steps",), "prime_factorization": ("gcd_steps",),
     "basic_arithmetic": ("arithmetic",), "leg_counting": ("arithmetic",), "chain_sum": ("arithmetic",),
-    "decimal_arithmetic": ("arithmetic",), "fraction_simplification": ("gcd_steps", "arithmetic"),
+    "decimal_arithmetic": ("arithmetic",), "products": ("arithmetic",), "fraction_simplification": ("gcd_steps", "arithmetic"),
     "simple_equations": ("linear_equation",), "polynomial_equations": ("linear_equation",),
     "number_sequence": ("sequence",), "letter_counting": ("string_ops",), "spell_backward": ("string_ops",),
     "caesar_cipher": ("string_ops",), "word_sorting": ("ordering", "sort_swaps"), "number_sorting": ("ordering", "sort_swaps"),
