@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Group
@@ -41,10 +41,10 @@ def _accepted(stats: dict[str, Any]) -> str:
     return f"{designed} accepted" + (f" (+{seeds} seeds)" if seeds else "")
 
 
-def stopped_summary(stats: dict[str, Any], reason: str, trained: str = "") -> str:
+def stopped_summary(stats: Mapping[str, object], reason: str, trained: str = "") -> str:
     """What follows "stopped" in a stopped run's one-line summary: the reason, its environments,
     how many were accepted, its plays and mean regret, then ``trained`` (the policy updates)."""
-    return (f" ({reason}): {stats['roots']} environments, {_accepted(stats)}, {stats['plays']} plays, "
+    return (f" ({reason}): {stats['roots']} environments, {_accepted(dict(stats))}, {stats['plays']} plays, "
             f"mean regret {_fmt(stats['mean_regret'])}{trained}.")
 
 

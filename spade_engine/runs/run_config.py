@@ -5,6 +5,7 @@ file is the whole training recipe). Both take ``[sandbox]`` from this machine, n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def run_config_for(
 
 
 def train_config_for(
-    recorded: EngineConfig | None, *, config_file: Path | None = None, flags: dict[str, Any] | None = None
+    recorded: EngineConfig | None, *, config_file: Path | None = None, flags: Mapping[str, object] | None = None
 ) -> EngineConfig:
     """The config ``spade-engine train`` trains a run with.
 
