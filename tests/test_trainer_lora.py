@@ -38,14 +38,19 @@ def _close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return all(torch.allclose(a[k], b[k], atol=1e-5) for k in b if k in a)
 
 
-def test_lora_versions_carry_their_adapter_and_a_restarted_trainer_continues_it(tmp_path):
-    log = SqliteEventLog(tmp_path / "events.sqlite", "run-lora")
+def _lora_run(tmp_path, run_id: str):
+    """A run with one round of tiny-model plays, its blob store, the policy and a LoRA trainer config."""
+    log = SqliteEventLog(tmp_path / "events.sqlite", run_id)
     blobs = BlobStore(tmp_path / "blobs")
-    start_run(log, "run-lora")
+    start_run(log, run_id)
     policy = TransformersPolicy.from_tiny(seed=0)
     cfg = TrainerConfig(learning_rate=5e-2, batch_groups=4, device="cpu", lora=True, lora_r=4, lora_alpha=8, max_lag=2)
+    play_round(policy, log, run_id, 0)
+    return log, blobs, policy, cfg
 
-    play_round(policy, log, "run-lora", 0)
+
+def test_lora_versions_carry_their_adapter_and_a_restarted_trainer_continues_it(tmp_path):
+    log, blobs, policy, cfg = _lora_run(tmp_path, "run-lora")
     (v1,) = Trainer(log, blobs=blobs, config=cfg, base_model="tiny:0").run()
     assert v1.adapter is not None and v1.adapter.media_type == ADAPTER_MEDIA_TYPE
     assert v1.optimizer is not None  # a LoRA trainer's Adam moments are kept too now
@@ -86,13 +91,7 @@ def test_adapter_only_versions_record_no_merged_weights_and_still_resume_and_eva
     from spade_engine.policy.hf import PolicyLoadError
     from spade_engine.trainer.model import TrainerSetupError
 
-    log = SqliteEventLog(tmp_path / "events.sqlite", "run-adapter")
-    blobs = BlobStore(tmp_path / "blobs")
-    start_run(log, "run-adapter")
-    policy = TransformersPolicy.from_tiny(seed=0)
-    cfg = TrainerConfig(learning_rate=5e-2, batch_groups=4, device="cpu", lora=True, lora_r=4, lora_alpha=8, max_lag=2)
-
-    play_round(policy, log, "run-adapter", 0)
+    log, blobs, policy, cfg = _lora_run(tmp_path, "run-adapter")
     (v1,) = Trainer(log, blobs=blobs, config=cfg, base_model="tiny:0", merged_weights=False).run()
     assert v1.checkpoint is None and v1.adapter is not None and v1.optimizer is not None
     stored = {p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()}
