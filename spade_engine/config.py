@@ -567,6 +567,14 @@ class EngineConfig(_Section):
             )
         return self
 
+    def records_merged_weights(self) -> bool:
+        """Whether the trainer records each LoRA version's merged weights beside its adapter:
+        ``trainer.merged_weights``, or when unset, unless the policy is llama.cpp (which serves
+        the adapter)."""
+        if self.trainer.merged_weights is not None:
+            return self.trainer.merged_weights
+        return self.policy.kind != "llamacpp"
+
     def with_run_seed(self) -> "EngineConfig":
         """This config with its run seed set: itself when it has one, else a copy with a seed
         drawn by :func:`draw_run_seed` (what a new run records in RunStarted)."""

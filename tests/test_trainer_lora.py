@@ -119,13 +119,12 @@ def test_merged_weights_default_follows_the_policy_and_a_merged_weights_policy_r
     import pytest
 
     from spade_engine.config import load_config
-    from spade_engine.runs.training import merged_weights_of
 
     def cfg(**over):
         return load_config(overrides={"trainer.enabled": True, "trainer.lora": True, **over}, environ={})
 
-    assert merged_weights_of(cfg(**{"policy.kind": "llamacpp", "policy.model": "x.gguf"})) is False
-    assert merged_weights_of(cfg(**{"policy.kind": "transformers", "policy.model": "tiny"})) is True
-    assert merged_weights_of(cfg(**{"policy.kind": "llamacpp", "policy.model": "x.gguf", "trainer.merged_weights": True})) is True
+    assert cfg(**{"policy.kind": "llamacpp", "policy.model": "x.gguf"}).records_merged_weights() is False
+    assert cfg(**{"policy.kind": "transformers", "policy.model": "tiny"}).records_merged_weights() is True
+    assert cfg(**{"policy.kind": "llamacpp", "policy.model": "x.gguf", "trainer.merged_weights": True}).records_merged_weights() is True
     with pytest.raises(Exception, match="merged_weights"):
         cfg(**{"policy.kind": "transformers", "policy.model": "tiny", "trainer.merged_weights": False})

@@ -47,6 +47,16 @@ class PolicyLoadError(SpadeError):
     """A model, tokenizer or checkpoint could not be loaded."""
 
 
+def require_merged_weights(kind: str, version: str, checkpoint: str | None, adapter: str | None) -> None:
+    """Refuse a version recorded as its LoRA adapter alone (``trainer.merged_weights = false``)
+    for a backend that loads merged weights (transformers, vLLM)."""
+    if checkpoint is None and adapter is not None:
+        raise PolicyLoadError(
+            f"{version} was recorded as a LoRA adapter alone (trainer.merged_weights = false): the {kind} "
+            "policy loads merged weights; serve it with the llamacpp policy"
+        )
+
+
 def model_source(spec: str, *, data_dir: str | Path | None = None) -> str:
     """What ``from_pretrained`` loads for a ``--model`` spec: a catalogue name becomes its fetched
     directory, a ``.gguf`` file its converted one (:func:`spade_engine.models.resolve_model_spec`;

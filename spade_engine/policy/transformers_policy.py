@@ -28,7 +28,9 @@ from typing import Any
 import torch
 
 from .decoding import BatchSampler, trim_at_stop
-from .hf import PolicyLoadError, load_weights_into, model_source, offline, resolve_device, resolve_dtype
+from .hf import (
+    PolicyLoadError, load_weights_into, model_source, offline, require_merged_weights, resolve_device, resolve_dtype,
+)
 from .protocol import GenerationProgress, PolicyRequest, Sample
 
 __all__ = ["TransformersPolicy", "PolicyLoadError", "render_messages", "offline", "resolve_device", "resolve_dtype", "build"]
@@ -274,11 +276,7 @@ class TransformersPolicy:
     def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
         """Load the safetensors weights at ``checkpoint`` (a path) and become ``version`` (the
         merged checkpoint holds any adapter: ``adapter`` is not needed here)."""
-        if checkpoint is None and adapter is not None:
-            raise PolicyLoadError(
-                f"{version} was recorded as a LoRA adapter alone (trainer.merged_weights = false): the transformers "
-                "policy loads merged weights; serve it with the llamacpp policy"
-            )
+        require_merged_weights("transformers", version, checkpoint, adapter)
         if checkpoint is not None:
             try:
                 load_weights_into(self.model, checkpoint)

@@ -129,13 +129,9 @@ class VllmPolicy:
         return samples
 
     def load_version(self, version: str, checkpoint: str | None, *, adapter: str | None = None) -> None:
-        if checkpoint is None and adapter is not None:
-            from .hf import PolicyLoadError
+        from .hf import require_merged_weights
 
-            raise PolicyLoadError(
-                f"{version} was recorded as a LoRA adapter alone (trainer.merged_weights = false): the vllm "
-                "policy loads merged weights; serve it with the llamacpp policy"
-            )
+        require_merged_weights("vllm", version, checkpoint, adapter)
         if checkpoint is not None:
             from .hf import load_safetensors
 

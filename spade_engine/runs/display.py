@@ -33,7 +33,7 @@ def _band(stats: dict[str, Any]) -> str:
     return f"in band [{low:g}, {high:g}]: " + ("-" if share is None else f"{share:.0%}")
 
 
-def _accepted(stats: dict[str, Any]) -> str:
+def _accepted(stats: Mapping[str, Any]) -> str:
     """"N accepted" for the designed environments, with the accepted seeds apart (a seed archive
     is validated too, and its 56 seeds would hide a designer that wrote none)."""
     seeds = stats["accepted_seeds"]
@@ -44,7 +44,7 @@ def _accepted(stats: dict[str, Any]) -> str:
 def stopped_summary(stats: Mapping[str, object], reason: str, trained: str = "") -> str:
     """What follows "stopped" in a stopped run's one-line summary: the reason, its environments,
     how many were accepted, its plays and mean regret, then ``trained`` (the policy updates)."""
-    return (f" ({reason}): {stats['roots']} environments, {_accepted(dict(stats))}, {stats['plays']} plays, "
+    return (f" ({reason}): {stats['roots']} environments, {_accepted(stats)}, {stats['plays']} plays, "
             f"mean regret {_fmt(stats['mean_regret'])}{trained}.")
 
 

@@ -19,7 +19,7 @@ from ..events.log import EventLog
 if TYPE_CHECKING:  # pragma: no cover
     from ..trainer.loop import Trainer, UpdateObserver
 
-__all__ = ["build_trainer", "merged_weights_of"]
+__all__ = ["build_trainer"]
 
 
 def build_trainer(
@@ -43,13 +43,6 @@ def build_trainer(
     return Trainer(
         log, blobs=blobs, config=cfg.trainer, base_model=base_model if base_model is not None else cfg.policy.model,  # type: ignore[arg-type]
         temperature=cfg.policy.generation.trained_temperatures(), on_update=on_update, data_dir=data_dir,
-        evaluator=evaluator, merged_weights=merged_weights_of(cfg),
+        evaluator=evaluator, merged_weights=cfg.records_merged_weights(),
     )
 
-
-def merged_weights_of(cfg: EngineConfig) -> bool:
-    """Whether ``cfg``'s trainer records each version's merged weights beside its LoRA adapter
-    (``trainer.merged_weights``; unset: unless the policy is llama.cpp, which serves the adapter)."""
-    if cfg.trainer.merged_weights is not None:
-        return cfg.trainer.merged_weights
-    return cfg.policy.kind != "llamacpp"
