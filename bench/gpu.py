@@ -18,7 +18,9 @@ PyTorch loop (fp32 weights + bf16 autocast, ``model(input_ids, labels=...)`` cro
 default AdamW) in the same run. MFU = 6 * params * tokens/s / 989e12 (H100/H200 dense bf16 peak).
 
 ``--smoke`` runs everything at tiny sizes on CPU (compile included) to prove the script end to
-end. The last line of output is one JSON object.
+end. After each timed part, one more call runs under torch.profiler and the ops with the most
+device time are printed (``--no-profile`` skips it), so that a figure that misses its target comes
+back with the profile that explains it. The last line of output is one JSON object.
 """
 
 from __future__ import annotations
@@ -72,6 +74,30 @@ def build_model(args: argparse.Namespace, device: torch.device, dtype: torch.dty
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
+
+
+def profile(label: str, fn, device: torch.device, rows: int = 18) -> None:
+    """One more call of ``fn`` under torch.profiler; the ops that took the most device time, into the log.
+
+    Diagnostics only: this explains a figure that misses its target (where the time went), and a
+    failure here never loses the figures already measured.
+    """
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sort = "device_time_total" if device.type == "cuda" else "cpu_time_total"
+    try:
+        sync(device)
+        t0 = time.perf_counter()
+        with torch_profile(activities=activities) as prof:
+            fn()
+            sync(device)
+        log(f"profile {label} ({time.perf_counter() - t0:.2f}s under the profiler), top {rows} by {sort}:")
+        log(prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+    except Exception:  # noqa: BLE001 - diagnostics only
+        log(f"profile {label} failed:")
+        traceback.print_exc(file=sys.stdout)
 
 
 def n_params(model) -> int:
@@ -155,6 +181,8 @@ def bench_rollout(model, args, device) -> dict:
     out["rollout_speedup"] = out["rollout_tokens_per_s"] / out["baseline_rollout_tokens_per_s"]
     log(f"rollout ours ({mode}): {B}x{N} tokens in {dt:.3f}s = {B * N / dt:,.0f} tok/s "
         f"(runs {', '.join(f'{t:.3f}' for t in times)}s); speedup {out['rollout_speedup']:.1f}x")
+    if args.profile:
+        profile("rollout (ours, one call)", lambda: sampler.sample(plist, max_new_tokens=N, temperature=1.0), device)
     return out
 
 
@@ -235,6 +263,8 @@ def bench_train_ours(model, args, device, params: int) -> dict:
     mfu = 6 * params * tps / PEAK_FLOPS
     log(f"train ours (trainer update, {tm.precision}, compile={args.compile}, micro-batch {args.micro_batch}, "
         f"logits chunk {args.logits_chunk}): {tps:,.0f} tok/s, MFU {mfu:.3f}; loss {metrics['loss']:+.4f}")
+    if args.profile:
+        profile("train (ours, one optimizer step)", lambda: train_on_samples(tm, samples), device)
     del tm
     return {"train_tokens_per_s": tps, "train_mfu": mfu}
 
@@ -245,6 +275,8 @@ def main() -> None:
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
     ap.add_argument("--skip-rollout", action="store_true")
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--no-profile", dest="profile", action="store_false",
+                    help="skip the profile of one more rollout call and training step (printed before the JSON)")
     args = ap.parse_args()
     full = dict(hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864, vocab=151936,
                 batch=256, prompt=256, new_tokens=256, reps=3,

@@ -135,6 +135,20 @@ receive() {
   scripts/device_ferry.sh receive
 }
 
+ensure_libseccomp() {
+  # pyseccomp loads libseccomp.so.2 through ctypes.util.find_library (the ldconfig cache). If the image
+  # lacks it, install the copy that `fetch` put in .whl/ (Debian's 2.5.4, needs only libc) and refresh
+  # the cache, so the sandbox keeps its seccomp filter instead of running without one
+  if ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; then return 0; fi
+  if [ -f .whl/libseccomp.so.2 ] && [ -w /usr/local/lib ]; then
+    cp .whl/libseccomp.so.2 /usr/local/lib/libseccomp.so.2
+    ldconfig
+    echo "libseccomp: the image had none; installed the carried copy into /usr/local/lib"
+  else
+    echo "libseccomp: the image has none and no carried copy could be installed"
+  fi
+}
+
 preflight() {
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 || true
   python3 - <<'EOF'
@@ -166,6 +180,9 @@ EOF
 case "${1:-}" in
   fetch)
     download .whl "${WHEELS[@]}"
+    # the sandbox's seccomp filter needs libseccomp.so.2; the device image may lack it (ensure_libseccomp)
+    lib=$(ldconfig -p 2>/dev/null | awk '/libseccomp\.so\.2 .*x86-64/ {print $NF; exit}')
+    if [ -n "$lib" ]; then cp -L "$lib" .whl/libseccomp.so.2; else echo "WARNING: no libseccomp.so.2 here to carry" >&2; fi
     ls -1 .whl
     ;;
   fetch-real)
@@ -227,6 +244,7 @@ case "${1:-}" in
     # joining, checking and installing the wheels is light: done while the bench may still run
     scripts/device_ferry.sh join "$name" --no-install 2>&1 | tee "$OUT/ferry_join.log"
     install_wheels | tee -a "$OUT/ferry_join.log"
+    ensure_libseccomp | tee -a "$OUT/ferry_join.log"
     preflight 2>&1 | tee "$OUT/preflight.txt"
     # the conversion (CPU) and the designer bench (GPU) wait for the bench, for clean figures
     wait_bench "${BENCH_WAIT_S:-180}"
@@ -254,6 +272,7 @@ case "${1:-}" in
     name=${2:-$MODEL_DEFAULT}
     there_env
     install_wheels
+    ensure_libseccomp
     d=$PWD/.ferry/selfplay
     rm -rf "$d"
     code=$(code_dir)
