@@ -41,6 +41,22 @@ def test_chunked_scoring_matches_full_scoring_and_gradients():
     assert torch.allclose(g1, g2, atol=1e-5)
 
 
+def test_compiled_chunk_scoring_matches_eager_values_and_gradients():
+    """The torch.compile'd chunk scorer (trainer.compile) computes the eager log-probs and their
+    gradients, with a tail chunk of another length (a recompile with dynamic shapes)."""
+    model, _ = build_tiny_model(seed=1)
+    ids = torch.randint(0, 259, (2, 29), generator=torch.Generator().manual_seed(2))
+    temps = torch.tensor([0.7, 1.2])
+    eager = token_logprobs(model, ids, None, temperature=temps, chunk=8)
+    compiled = token_logprobs(model, ids, None, temperature=temps, chunk=8, compiled=True)
+    assert torch.allclose(eager, compiled, atol=1e-5)
+    w = model.model.embed_tokens.weight
+    g1 = torch.autograd.grad(eager.sum(), w)[0]
+    g2 = torch.autograd.grad(token_logprobs(model, ids, None, temperature=temps, chunk=8, compiled=True).sum(), w)[0]
+    assert g1.abs().sum() > 0
+    assert torch.allclose(g1, g2, atol=1e-5)
+
+
 
 def test_each_row_is_scored_at_its_roles_temperature():
     # designer and agent samples of one micro-batch, sampled at different temperatures

@@ -162,3 +162,42 @@ def test_vllm_backend_without_vllm_is_a_clear_error(monkeypatch):
 
     with pytest.raises(vllm_policy.VllmUnavailable, match="pip install"):
         vllm_policy.VllmPolicy("some/model")
+
+
+def test_batched_prefill_matches_prefilling_each_row_alone():
+    """Prompts prefilled together (left-padded, one forward per group) give the tokens and
+    log-probs of prompts prefilled one by one, also when the groups are split by the budget."""
+    model, tok = build_tiny_model(seed=5)
+    texts = ["a", "hello there, world", "x = 1\nprint(x)", "the quick brown fox jumps over the lazy dog", "zz"]
+    prompts = [tok.encode(t, add_special_tokens=False) for t in texts]
+    runs = {}
+    for budget in (0, 16, None):  # 0: every row alone; 16: groups split by the budget; None: the default
+        s = BatchSampler(model, pad_id=tok.pad_token_id, eos_ids=[tok.eos_token_id], prefill_batch_tokens=budget)
+        if budget == 16:
+            groups, alone = s._plan_prefill(prompts)
+            assert alone == [] and len(groups) > 1
+            assert sorted(i for g in groups for i in g) == list(range(len(prompts)))
+            assert all(len(g) * max(len(prompts[i]) for i in g) <= 16 or len(g) == 1 for g in groups)
+        runs[budget] = s.sample(prompts, max_new_tokens=8, temperature=0.0)
+    for budget in (16, None):
+        assert [c.token_ids for c in runs[budget]] == [c.token_ids for c in runs[0]]
+        for a, b in zip(runs[budget], runs[0]):
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+
+
+def test_rows_with_a_cached_prefix_are_prefilled_alone_and_agree():
+    """The second call's prompts extend the first call's: they reuse the cached prefix (prefilled
+    on their own), a new prompt is batched, and the tokens match a sampler with no cache."""
+    from spade_engine.policy.prefix_cache import PrefixCache
+
+    model, tok = build_tiny_model(seed=6)
+    first = [tok.encode("shared prompt number one, long enough to cache", add_special_tokens=False)]
+    cached = BatchSampler(model, pad_id=tok.pad_token_id, eos_ids=[tok.eos_token_id], prefix_cache=PrefixCache(4096, min_tokens=4))
+    cached.sample(first, max_new_tokens=4, temperature=0.0)
+    second = [first[0] + tok.encode(" and more", add_special_tokens=False), tok.encode("fresh words", add_special_tokens=False)]
+    groups, alone = cached._plan_prefill(second)
+    assert alone == [0] and groups == [[1]]
+    plain = BatchSampler(model, pad_id=tok.pad_token_id, eos_ids=[tok.eos_token_id])
+    a = cached.sample(second, max_new_tokens=8, temperature=0.0)
+    b = plain.sample(second, max_new_tokens=8, temperature=0.0)
+    assert [c.token_ids for c in a] == [c.token_ids for c in b]

@@ -119,7 +119,7 @@ def _score(model, samples: list[TrainSample], cfg: TrainerConfig, tm: TrainModel
         for mb in micro_batches(samples, cfg):
             ids, attn, _, _ = _pack(mb, pad_id, tm.device)
             with tm.autocast():
-                lp = token_logprobs(model, ids, attn, temperature=row_temperatures(mb, temperature), chunk=cfg.logits_chunk).float()
+                lp = token_logprobs(model, ids, attn, temperature=row_temperatures(mb, temperature), chunk=cfg.logits_chunk, compiled=cfg.compile).float()
             for s, row in zip(mb, _completion(lp, mb)):
                 out[index[id(s)]] = row.detach()
     return out
@@ -150,7 +150,7 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
                 ids, attn, mask, beh = _pack(mb, pad_id, dev)
                 adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=dev)
                 with tm.autocast():
-                    lp = token_logprobs(tm.module, ids, attn, temperature=row_temperatures(mb, temperature), chunk=cfg.logits_chunk)
+                    lp = token_logprobs(tm.module, ids, attn, temperature=row_temperatures(mb, temperature), chunk=cfg.logits_chunk, compiled=cfg.compile)
                 lp = lp.float()
                 if old_rows is None:
                     old = lp.detach()
