@@ -76,8 +76,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def profile(label: str, fn, device: torch.device, rows: int = 18) -> None:
-    """One more call of ``fn`` under torch.profiler; the ops that took the most device time, into the log.
+def profile(label: str, fn, device: torch.device, rows: int = 18) -> list[dict]:
+    """One more call of ``fn`` under torch.profiler; the ops that took the most device time, into
+    the log (a table) and returned (``name``, ``device_ms``, ``self_device_ms``, ``calls``) for the JSON.
 
     Diagnostics only: this explains a figure that misses its target (where the time went), and a
     failure here never loses the figures already measured.
@@ -86,7 +87,8 @@ def profile(label: str, fn, device: torch.device, rows: int = 18) -> None:
     from torch.profiler import profile as torch_profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    sort = "device_time_total" if device.type == "cuda" else "cpu_time_total"
+    cuda = device.type == "cuda"
+    sort = "device_time_total" if cuda else "cpu_time_total"
     try:
         sync(device)
         t0 = time.perf_counter()
@@ -94,10 +96,53 @@ def profile(label: str, fn, device: torch.device, rows: int = 18) -> None:
             fn()
             sync(device)
         log(f"profile {label} ({time.perf_counter() - t0:.2f}s under the profiler), top {rows} by {sort}:")
-        log(prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+        averages = prof.key_averages()
+        log(averages.table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+        top = sorted(averages, key=lambda e: e.device_time_total if cuda else e.cpu_time_total, reverse=True)[:rows]
+        return [{"name": e.key[:80], "device_ms": round((e.device_time_total if cuda else e.cpu_time_total) / 1e3, 3),
+                 "self_device_ms": round((e.self_device_time_total if cuda else e.self_cpu_time_total) / 1e3, 3),
+                 "calls": e.count} for e in top]
     except Exception:  # noqa: BLE001 - diagnostics only
         log(f"profile {label} failed:")
         traceback.print_exc(file=sys.stdout)
+        return []
+
+
+def parse_profile_tables(text: str) -> dict[str, list[dict]]:
+    """The profile tables of a bench log (``profile <label> (...)`` then a torch.profiler table)
+    as the rows :func:`profile` returns: for logs of runs whose JSON did not carry them yet."""
+    out: dict[str, list[dict]] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("profile ") or "under the profiler" not in line:
+            continue
+        label = line[len("profile "):line.index(" (")].split(" (")[0]
+        rows, header, seps = [], None, 0
+        for row in lines[i + 1:]:
+            if row.startswith("---"):
+                seps += 1
+                if seps == 3:
+                    break
+                continue
+            if header is None:
+                header = [h.strip() for h in row.split("  ") if h.strip()]
+                continue
+            parts = row.split()
+            if len(parts) < len(header):
+                continue
+            values, name = parts[-(len(header) - 1):], " ".join(parts[:-(len(header) - 1)])
+            cols = dict(zip(header[1:], values))
+            rows.append({"name": name, "device_ms": _ms(cols.get("CUDA total", "0us")),
+                         "self_device_ms": _ms(cols.get("Self CUDA", "0us")), "calls": int(cols.get("# of Calls", 0))})
+        out[label] = rows
+    return out
+
+
+def _ms(value: str) -> float:
+    for unit, scale in (("ms", 1.0), ("us", 1e-3), ("s", 1e3)):
+        if value.endswith(unit):
+            return round(float(value[: -len(unit)]) * scale, 3)
+    return 0.0
 
 
 def n_params(model) -> int:
@@ -182,7 +227,8 @@ def bench_rollout(model, args, device) -> dict:
     log(f"rollout ours ({mode}): {B}x{N} tokens in {dt:.3f}s = {B * N / dt:,.0f} tok/s "
         f"(runs {', '.join(f'{t:.3f}' for t in times)}s); speedup {out['rollout_speedup']:.1f}x")
     if args.profile:
-        profile("rollout (ours, one call)", lambda: sampler.sample(plist, max_new_tokens=N, temperature=1.0), device)
+        out["profile_rollout"] = profile("rollout (ours, one call)", lambda: sampler.sample(plist, max_new_tokens=N, temperature=1.0),
+                                         device)
     return out
 
 
@@ -263,14 +309,87 @@ def bench_train_ours(model, args, device, params: int) -> dict:
     mfu = 6 * params * tps / PEAK_FLOPS
     log(f"train ours (trainer update, {tm.precision}, compile={args.compile}, micro-batch {args.micro_batch}, "
         f"logits chunk {args.logits_chunk}): {tps:,.0f} tok/s, MFU {mfu:.3f}; loss {metrics['loss']:+.4f}")
-    if args.profile:
-        profile("train (ours, one optimizer step)", lambda: train_on_samples(tm, samples), device)
+    rows = profile("train (ours, one optimizer step)", lambda: train_on_samples(tm, samples), device) if args.profile else []
     del tm
-    return {"train_tokens_per_s": tps, "train_mfu": mfu}
+    return {"train_tokens_per_s": tps, "train_mfu": mfu, **({"profile_train": rows} if rows else {})}
+
+
+TARGETS = {"rollout_speedup": (10.0, 20.0), "train_mfu": (0.40, 0.45)}  # (target, goal)
+
+
+def load_run(path: Path) -> dict:
+    """A device run as committed under bench/results/: the bench's JSON plus ``provenance`` and
+    ``conditions``; profile rows missing from the JSON are read from the ``.log`` beside it."""
+    run = json.loads(path.read_text())
+    log_path = path.with_suffix(".log")
+    if log_path.exists() and ("profile_rollout" not in run or "profile_train" not in run):
+        tables = parse_profile_tables(log_path.read_text())
+        for key, label in (("profile_rollout", "rollout"), ("profile_train", "train")):
+            if key not in run and label in tables:
+                run[key] = tables[label]
+    run["file"] = path.name
+    return run
+
+
+def _mark(value: float | None, key: str) -> str:
+    if value is None:
+        return "-"
+    target, goal = TARGETS[key]
+    verdict = "goal met" if value >= goal else ("target met" if value >= target else "below target")
+    return f"{value:.3g} ({verdict})"
+
+
+def render(data: dict) -> str:
+    """The results page of one or more device runs (:func:`load_run`)."""
+    out = [
+        "bench/gpu.py on the lent GPU: the Qwen2-0.5B shape with random weights in bf16. Rollout: 256 prompts of 256 "
+        "tokens, 256 sampled tokens each, the engine's BatchSampler against plain `model.generate()` in the same run. "
+        "Training: 32 sequences of 2,048 tokens per optimizer step, the trainer's update against a plain PyTorch loop "
+        "(fp32 weights, bf16 autocast, AdamW). MFU = 6 x parameters x tokens/s / 989 TFLOP/s. Targets (issue 34): "
+        f"rollout speedup >= {TARGETS['rollout_speedup'][0]:g} (goal {TARGETS['rollout_speedup'][1]:g}), "
+        f"MFU >= {TARGETS['train_mfu'][0]:.2f} (goal {TARGETS['train_mfu'][1]:.2f}).",
+        "",
+        "| run | commit | rollout tok/s | generate() tok/s | speedup | train tok/s | MFU | plain loop MFU |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(data["runs"], 1):
+        out.append(
+            f"| {i} | `{r['provenance']['commit']}` | {r.get('rollout_tokens_per_s', 0):,.0f} | "
+            f"{r.get('baseline_rollout_tokens_per_s', 0):,.0f} | {_mark(r.get('rollout_speedup'), 'rollout_speedup')} | "
+            f"{r.get('train_tokens_per_s', 0):,.0f} | {_mark(r.get('train_mfu'), 'train_mfu')} | "
+            f"{r.get('baseline_train_mfu', 0):.3f} |"
+        )
+    for i, r in enumerate(data["runs"], 1):
+        out += ["", f"## Run {i}: `{r['provenance']['commit']}` ({r['file']})", "",
+                f"{r['provenance']['machine']}. {r.get('conditions', '')}".strip()]
+        for key, label in (("profile_rollout", "one rollout call"), ("profile_train", "one optimizer step")):
+            rows = r.get(key) or []
+            if not rows:
+                continue
+            out += ["", f"Where the device time went, {label} under torch.profiler (top 8 by device time, inclusive):", "",
+                    "| op | device ms | self ms | calls |", "|---|---|---|---|"]
+            for row in rows[:8]:
+                name = row["name"].replace("|", "/")
+                out.append(f"| `{name}` | {row['device_ms']:.1f} | {row['self_device_ms']:.1f} | {row['calls']} |")
+    if data.get("notes"):
+        out += ["", "## Reading", "", data["notes"]]
+    return "\n".join(out) + "\n"
+
+
+def report(paths: list[str], notes: str | None) -> None:
+    """Write docs/results/<date>-gpu.{json,md} from committed device runs (the last run's provenance)."""
+    from bench.results_page import write_results
+
+    runs = [load_run(Path(p)) for p in paths]
+    data = {"runs": runs, "provenance": runs[-1]["provenance"], **({"notes": notes} if notes else {})}
+    print(write_results("gpu", data, render))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--report-from", nargs="+", metavar="RUN_JSON",
+                    help="write the results page from device runs committed under bench/results/ (no GPU needed)")
+    ap.add_argument("--notes", help="with --report-from: a file whose text goes under the page's Reading heading")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on CPU: prove the script end to end")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
     ap.add_argument("--skip-rollout", action="store_true")
@@ -278,6 +397,9 @@ def main() -> None:
     ap.add_argument("--no-profile", dest="profile", action="store_false",
                     help="skip the profile of one more rollout call and training step (printed before the JSON)")
     args = ap.parse_args()
+    if args.report_from:
+        report(args.report_from, Path(args.notes).read_text() if args.notes else None)
+        return
     full = dict(hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864, vocab=151936,
                 batch=256, prompt=256, new_tokens=256, reps=3,
                 seq=2048, train_batch=32, micro_batch=8, baseline_micro_batch=4, logits_chunk=1024,

@@ -133,3 +133,18 @@ def test_a_results_page_written_later_from_a_runs_json_names_the_run_that_measur
     fresh = write_results("other", {"heldout_gain": 0.1}, lambda r: "figures", argv=["bench/other.py"], out=tmp_path)
     assert "python3 bench/other.py" in fresh.read_text()
 
+
+
+def test_gpu_results_page_reads_the_committed_device_runs() -> None:
+    """bench/gpu.py --report-from: the H200 runs committed under bench/results/ (their profile
+    tables read back from the logs beside them) render with each figure judged against its target."""
+    sys.path.insert(0, str(ROOT))
+    from bench import gpu
+
+    runs = [gpu.load_run(ROOT / "bench" / "results" / f"2026-12-04-gpu-h200-{c}.json") for c in ("ee9e88f", "dae0bc8")]
+    before = {r["name"]: r for r in runs[0]["profile_train"]}
+    assert before["aten::logsumexp"]["device_ms"] == pytest.approx(265.94, abs=0.01) and before["aten::logsumexp"]["calls"] == 32
+    assert any(r["name"] == "aten::linear" and r["calls"] == 43264 for r in runs[0]["profile_rollout"])
+    page = gpu.render({"runs": runs})
+    assert "2.81 (below target)" in page and "15.2 (target met)" in page and "0.363 (below target)" in page
+    assert "| `aten::cumsum` | 95.4 | 95.4 | 261 |" in page
