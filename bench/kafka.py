@@ -16,7 +16,12 @@ Starts its own single-node broker (``spade_engine.devtools.kafka_broker``, the s
   then the run state and the live projections (through the engine's own runner,
   ``live_projection_runner``) fold what the log gained (two reads from their cursors),
   ``--loop-n`` times; the same on the embedded SQLite log in the same run
-  (``sqlite_loop_events_per_s``); ``loop_ratio`` = Kafka / SQLite, printed and in the JSON.
+  (``sqlite_loop_events_per_s``); ``loop_ratio`` = Kafka / SQLite, printed and in the JSON;
+  ``one_read_speedup``: the engine's single read for state and projections against a read each;
+* a whole run (``--run-envs N``, with ``--loop-only`` too): ``spade-engine start --new --max-envs N``
+  with the simulation policy at each of ``--run-seeds``, on the SQLite log and on the broker, one
+  after the other; ``run_ratio`` = Kafka wall time / SQLite wall time (the user's question: how much
+  slower is a Kafka run), with the event count of each run.
 
 Last line: one JSON object with the figures.
 """
@@ -74,7 +79,9 @@ def main() -> None:
     ap.add_argument("--e2e-n", type=int, default=3000, help="events of the latency phase")
     ap.add_argument("--e2e-rate", type=float, default=1000.0, help="events per second in the latency phase")
     ap.add_argument("--loop-n", type=int, default=300, help="events of the engine-pattern phase (one append + two reads each)")
-    ap.add_argument("--loop-only", action="store_true", help="measure only the engine-pattern phase")
+    ap.add_argument("--loop-only", action="store_true", help="measure only the engine-pattern phase (and --run-envs)")
+    ap.add_argument("--run-envs", type=int, default=24, help="environments of each whole run (0: skip the run phase)")
+    ap.add_argument("--run-seeds", default="3,4", help="seeds of the whole runs, comma-separated")
     ap.add_argument("--bootstrap", default=None, help="use this running broker (HOST:PORT) instead of starting one")
     args = ap.parse_args()
 
@@ -93,9 +100,12 @@ def main() -> None:
     print(json.dumps(result, sort_keys=True))
 
 
-def loop_pattern(log, n: int, start: int) -> float:
+def loop_pattern(log, n: int, start: int, *, one_read: bool = True) -> float:
     """Events per second of the engine's pattern on ``log``: append one event, then fold what the
-    log gained into the run state and into the live projections (as ``Engine._append`` does)."""
+    log gained into the run state and into the live projections (as ``Engine._append`` does:
+    :func:`~spade_engine.engine.loop.fold_new_records`, one read for both). ``one_read=False``:
+    the pattern before 2026-12-04, a read for each (the baseline of ``one_read_speedup``)."""
+    from spade_engine.engine.loop import fold_new_records
     from spade_engine.engine.state import RunState
     from spade_engine.runs.context import live_projection_runner
 
@@ -105,8 +115,11 @@ def loop_pattern(log, n: int, start: int) -> float:
     t = time.perf_counter()
     for e in envs:
         log.append([e])
-        state.refresh(log)
-        runner.catch_up()
+        if one_read:
+            fold_new_records(log, state, runner)
+        else:
+            state.refresh(log)
+            runner.catch_up()
     elapsed = time.perf_counter() - t
     runner.flush()
     assert len(state.seen) == n, len(state.seen)
@@ -123,21 +136,65 @@ def run_loop(bootstrap: str, args) -> dict:
             run_id = f"run-bench-loop-{name}-{stamp}"  # fresh on a broker that outlives the bench (--bootstrap)
             k = KafkaEventLog(bootstrap, run_id, create=True, partitions=args.partitions)
             q = SqliteEventLog(Path(tmp) / name / "events.sqlite", run_id, create=True)
+            k2 = KafkaEventLog(bootstrap, run_id + "-two-reads", create=True, partitions=args.partitions)
             try:
                 n = 20 if name == "warm" else args.loop_n
                 kafka_rate = loop_pattern(k, n, 5 * 10**6)
+                two_reads_rate = loop_pattern(k2, n, 5 * 10**6, one_read=False)
                 sqlite_rate = loop_pattern(q, n, 5 * 10**6)
             finally:
                 k.close()
+                k2.close()
                 q.close()
-    print(f"engine pattern (append 1 + 2 reads): kafka {kafka_rate:,.1f} events/s, sqlite {sqlite_rate:,.1f} events/s, "
-          f"kafka/sqlite {kafka_rate / sqlite_rate:.3f}", flush=True)
+    print(f"engine pattern (append 1, fold with one read): kafka {kafka_rate:,.1f} events/s, sqlite {sqlite_rate:,.1f} events/s, "
+          f"kafka/sqlite {kafka_rate / sqlite_rate:.3f}; kafka with a read each for state and projections "
+          f"{two_reads_rate:,.1f} events/s (one read: {kafka_rate / two_reads_rate:.2f}x)", flush=True)
     return {"loop_n": args.loop_n, "loop_events_per_s": round(kafka_rate, 1), "sqlite_loop_events_per_s": round(sqlite_rate, 1),
+            "two_reads_loop_events_per_s": round(two_reads_rate, 1), "one_read_speedup": round(kafka_rate / two_reads_rate, 3),
             "loop_ratio": round(kafka_rate / sqlite_rate, 3)}
+
+
+def run_whole(bootstrap: str, args) -> dict:
+    """``start`` on SQLite and on Kafka at each seed (same config, simulation policy): wall times."""
+    import os
+    import subprocess
+
+    from spade_engine.events.sqlite.log import SqliteEventLog
+
+    seeds = [int(x) for x in args.run_seeds.split(",") if x.strip()]
+    env = dict(os.environ, PYTHONPATH=str(_HERE.parent))
+    times: dict[str, list[float]] = {"sqlite": [], "kafka": []}
+    events: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in seeds:
+            for backend in ("sqlite", "kafka"):
+                data = Path(tmp) / f"{backend}-{seed}"
+                cmd = [sys.executable, "-m", "spade_engine.cli", "start", "--new", "--max-envs", str(args.run_envs),
+                       "--seed", str(seed), "--data-dir", str(data), "--backend", backend]
+                if backend == "kafka":
+                    cmd += ["--bootstrap", bootstrap]
+                t0 = time.perf_counter()
+                res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+                dt = time.perf_counter() - t0
+                if res.returncode != 0:
+                    raise SystemExit(f"start on {backend} failed:\n{res.stdout[-1500:]}\n{res.stderr[-1500:]}")
+                times[backend].append(dt)
+                if backend == "sqlite":
+                    (run_dir,) = [p for p in (data / "runs").iterdir() if p.is_dir()]
+                    q = SqliteEventLog(run_dir / "events.sqlite", run_dir.name, create=False)
+                    events.append(sum(q.count_by_type().values()))
+                    q.close()
+            print(f"whole run, seed {seed}: {events[-1]} events; sqlite {times['sqlite'][-1]:.1f}s, "
+                  f"kafka {times['kafka'][-1]:.1f}s, kafka/sqlite {times['kafka'][-1] / times['sqlite'][-1]:.2f}", flush=True)
+    ratio = sum(times["kafka"]) / sum(times["sqlite"])
+    return {"run_envs": args.run_envs, "run_seeds": seeds, "run_events": events, "run_s_sqlite": [round(t, 2) for t in times["sqlite"]],
+            "run_s_kafka": [round(t, 2) for t in times["kafka"]], "run_ratio": round(ratio, 3)}
 
 
 def run(bootstrap: str, args) -> dict:
     loop = run_loop(bootstrap, args)
+    if args.run_envs > 0:
+        loop.update(run_whole(bootstrap, args))
     if args.loop_only:
         return loop
     bare = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,

@@ -71,8 +71,8 @@ class EmbeddedRunner:
             self.cursors[proj.name] = dict(proj.position())
         self.applied = 0
 
-    def _start_cursor(self) -> Cursor:
-        # read from the earliest position any projection needs
+    def start_cursor(self) -> Cursor:
+        """The earliest position any projection needs: where a read for :meth:`feed` starts."""
         starts = list(self.cursors.values())
         if not starts:
             return {}
@@ -119,9 +119,15 @@ class EmbeddedRunner:
             if self.commit_offsets and cur:
                 self.log.commit(group_name(proj), cur)
 
+    def feed(self, records: Iterable) -> int:
+        """Apply records someone else read from at most :meth:`start_cursor` (the engine reads once
+        for its run state and its projections); records a projection already has are skipped.
+        Flushes as :meth:`catch_up` does; returns how many were read."""
+        return self._feed(records, lazy=self.lazy_flush)
+
     def catch_up(self) -> int:
         """Apply every record now in the log; return how many were read."""
-        return self._feed(self.log.read(self._start_cursor()), lazy=self.lazy_flush)
+        return self._feed(self.log.read(self.start_cursor()), lazy=self.lazy_flush)
 
     def run(
         self,
@@ -145,7 +151,7 @@ class EmbeddedRunner:
                 window = max(0.0, min(window, idle_timeout - (time.monotonic() - idle_since)))
             try:
                 n = self._feed(
-                    self.log.follow(self._start_cursor(), stop=stop, poll_interval=poll_interval, idle_timeout=window)
+                    self.log.follow(self.start_cursor(), stop=stop, poll_interval=poll_interval, idle_timeout=window)
                 )
             except EventLogError as exc:
                 # the log is unreachable (a broker restarting): keep what was applied in memory,

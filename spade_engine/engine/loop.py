@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from ..events.catalogue import EventPayload, PolicyLoaded, RunStarted, RunStoppe
 from ..events.codec import make_envelope
 from ..errors import DiskFull, disk_full, is_disk_full
 from .offload import fit_event
-from ..events.log import EventLog
+from ..events.log import EventLog, Record, earliest
 from . import stages
 from .level_replay import choose_replay, new_slots_before_replay
 from .pipeline import design_batch, load_latest_policy, missing_seeds, new_env, next_stage, output_event_id, run_stage
@@ -89,6 +89,23 @@ class EngineLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def fold_new_records(log: EventLog, state: RunState, runner: Any = None) -> None:
+    """Fold what ``log`` gained into the run ``state`` and the live projections' ``runner`` (an
+    :class:`~spade_engine.consumers.runner.EmbeddedRunner`, or None) with **one** read from the
+    earlier of their cursors. The engine does this after every event it appends; a read of each
+    cost two broker round trips apiece on Kafka (list offsets, fetch), a third of a step there."""
+    if runner is None:
+        state.refresh(log)
+        return
+
+    def through_state(records: Iterator[Record]) -> Iterator[Record]:
+        for rec in records:
+            state.fold(rec)
+            yield rec
+
+    runner.feed(through_state(log.read(earliest(state.cursor, runner.start_cursor()))))
 
 
 @dataclass
@@ -151,9 +168,7 @@ class Engine:
 
     def _refresh(self) -> None:
         """Fold what the log gained into the state and projections, and report progress."""
-        self.state.refresh(self.log)
-        if self.runner is not None:
-            self.runner.catch_up()
+        fold_new_records(self.log, self.state, self.runner)
         if self.on_progress is not None:
             self.on_progress(self.state)
 

@@ -25,7 +25,7 @@ from ..events.catalogue import (
     RunStopped,
 )
 from ..events.errors import EventError
-from ..events.log import Cursor, EventLog, advance
+from ..events.log import Cursor, EventLog, Record, advance
 from .regret import in_band, mean
 
 __all__ = ["EnvState", "RunState"]
@@ -132,12 +132,15 @@ class RunState:
 
     def refresh(self, log: EventLog) -> int:
         """Fold every record after the cursor; return how many were new."""
-        n = 0
-        for rec in log.read(self.cursor):
-            self.cursor = advance(self.cursor, rec)
-            if self.apply(rec.envelope):
-                n += 1
-        return n
+        return sum(self.fold(rec) for rec in log.read(self.cursor))
+
+    def fold(self, rec: Record) -> bool:
+        """Fold one record read from the log (one before the cursor, already folded, is skipped);
+        whether it was a new event."""
+        if rec.offset < self.cursor.get(rec.partition, 0):
+            return False
+        self.cursor = advance(self.cursor, rec)
+        return self.apply(rec.envelope)
 
     def env(self, env_id: str) -> EnvState:
         st = self.envs.get(env_id)

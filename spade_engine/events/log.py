@@ -31,7 +31,7 @@ from .envelope import Envelope
 if TYPE_CHECKING:  # pragma: no cover
     from .group import GroupConsumer
 
-__all__ = ["Record", "Cursor", "EventLog", "advance", "DeadLetter"]
+__all__ = ["Record", "Cursor", "EventLog", "advance", "earliest", "DeadLetter"]
 
 Cursor = dict[int, int]
 """Partition -> next offset to read. An empty cursor means 'from the beginning'."""
@@ -82,6 +82,14 @@ class DeadLetter:
     source: str = ""
     #: the record key the input had (Kafka keeps it on the dead-letter record), if any
     key: bytes | None = None
+
+
+def earliest(a: Mapping[int, int], b: Mapping[int, int]) -> Cursor:
+    """The cursor from which one read gives every record either ``a`` or ``b`` still needs
+    (per partition the smaller position; an empty cursor, "from the start", wins)."""
+    if not a or not b:
+        return {}
+    return {p: min(a.get(p, 0), b.get(p, 0)) for p in set(a) | set(b)}
 
 
 def advance(cursor: Mapping[int, int], record: Record) -> Cursor:
