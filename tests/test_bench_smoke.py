@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = {
     "eventlog": (["--n", "5000", "--batch", "500"],
                  ["append_events_per_s", "read_events_per_s", "baseline_append_events_per_s", "append_ratio"]),
-    "kafka": (["--n", "2000", "--batch", "500", "--e2e-n", "200", "--loop-n", "30"],
+    "kafka": (["--n", "2000", "--batch", "500", "--e2e-n", "200", "--loop-n", "30", "--run-envs", "3", "--run-seeds", "1"],
               ["produce_events_per_s", "baseline_produce_events_per_s", "produce_ratio", "consume_events_per_s",
-               "e2e_p50_ms", "e2e_p99_ms", "loop_events_per_s", "sqlite_loop_events_per_s", "loop_ratio"]),
+               "e2e_p50_ms", "e2e_p99_ms", "loop_events_per_s", "sqlite_loop_events_per_s", "loop_ratio",
+               "two_reads_loop_events_per_s", "one_read_speedup", "run_ratio"]),
     "sandbox": (["--reps", "1", "--invalid-reps", "2", "--baseline-reps", "1", "--steps", "50"],
                 ["validate_p50_ms", "invalid_validate_p50_ms", "baseline_validate_p50_ms", "validate_speedup", "step_roundtrip_p50_ms"]),
     "memory": (["--sizes", "2000", "--events", "5000", "--queries", "30", "--baseline-queries", "10"],
