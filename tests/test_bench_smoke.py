@@ -149,3 +149,20 @@ def test_gpu_results_page_reads_the_committed_device_runs() -> None:
     page = gpu.render({"runs": runs})
     assert "2.81 (below target)" in page and "15.2 (target met)" in page and "0.363 (below target)" in page
     assert "| `aten::cumsum` | 95.4 | 95.4 | 261 |" in page
+
+
+def test_learning_bench_runs_on_the_transformers_backend(tmp_path: Path) -> None:
+    """bench/learning.py --backend transformers (the GPU path, here on the CPU with the built-in tiny
+    model): both arms run, the control trains, and the runs replay as they were recorded."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    data = tmp_path / "data"
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--smoke", "--backend", "transformers",
+                          "--data-dir", str(data)], capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=540)
+    assert res.returncode == 0, f"{res.stdout[-2000:]}\n{res.stderr[-3000:]}"
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    assert result["backend"] == "transformers" and result["model"] == "tiny:0"
+    assert result["arms"]["random"]["updates"] >= 1 and result["random_trained_tokens"] > 0
+    for run in (result["arms"]["real"]["run_id"], result["arms"]["random"]["run_id"]):
+        check = subprocess.run([sys.executable, "-m", "spade_engine.cli", "replay", "--verify", "-d", str(data), run],
+                               capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=300)
+        assert check.returncode == 0 and "live projections equal the replay" in check.stdout, check.stdout[-1500:]

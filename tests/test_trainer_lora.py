@@ -128,3 +128,28 @@ def test_merged_weights_default_follows_the_policy_and_a_merged_weights_policy_r
     assert cfg(**{"policy.kind": "llamacpp", "policy.model": "x.gguf", "trainer.merged_weights": True}).records_merged_weights() is True
     with pytest.raises(Exception, match="merged_weights"):
         cfg(**{"policy.kind": "transformers", "policy.model": "tiny", "trainer.merged_weights": False})
+
+
+def test_bfloat16_merged_weights_are_half_the_size_and_load_into_the_policy(tmp_path):
+    """``trainer.merged_weights_dtype = "bfloat16"`` (a long GPU run's disk): a LoRA version's
+    merged weights are recorded in bf16 (the adapter stays float32), a policy loads them and
+    serves what the float32 merge rounds to; a full fine-tune (which resumes from its merged
+    weights) is refused the option at config time."""
+    import pytest
+
+    from spade_engine.config import load_config
+
+    log, blobs, policy, cfg = _lora_run(tmp_path, "run-bf16")
+    (v1,) = Trainer(log, blobs=blobs, config=cfg.model_copy(update={"merged_weights_dtype": "bfloat16"}), base_model="tiny:0").run()
+    merged = load_safetensors(blobs.verified(v1.checkpoint))
+    assert {t.dtype for t in merged.values() if t.is_floating_point()} == {torch.bfloat16}
+    adapter, _ = read_adapter(blobs.verified(v1.adapter))
+    assert {t.dtype for t in adapter.values()} == {torch.float32}
+    exact = _merged(blobs.verified(v1.adapter))  # the float32 merge of the same adapter
+    assert all(torch.equal(merged[k], exact[k].to(torch.bfloat16)) for k in exact)
+    assert v1.checkpoint.size < 0.6 * sum(t.numel() * 4 for t in exact.values())
+    policy.load_version("v1", str(blobs.verified(v1.checkpoint)))
+    assert policy.version == "v1"
+
+    with pytest.raises(Exception, match="LoRA runs only"):
+        load_config(overrides={"trainer.merged_weights_dtype": "bfloat16"}, environ={})

@@ -69,12 +69,20 @@ def _put_safetensors(blobs: BlobStore, tensors: dict[str, torch.Tensor], metadat
         Path(tmp).unlink(missing_ok=True)
 
 
-def save_weights(model: Any, blobs: BlobStore, *, metadata: dict[str, str] | None = None) -> BlobRef:
+def save_weights(
+    model: Any, blobs: BlobStore, *, metadata: dict[str, str] | None = None, dtype: str | None = None
+) -> BlobRef:
     """Write the model's effective weights as one safetensors blob; return its reference.
+    ``dtype`` (``"float32"``, ``"bfloat16"``): cast the floating-point tensors to it first
+    (``trainer.merged_weights_dtype``).
 
     Metadata must be deterministic for identical weights to share a digest (no timestamps).
     """
-    return _put_safetensors(blobs, effective_state_dict(model), {"kind": "weights", **(metadata or {})})
+    tensors = effective_state_dict(model)
+    if dtype is not None:
+        cast = getattr(torch, dtype)
+        tensors = {k: v.to(cast) if v.is_floating_point() else v for k, v in tensors.items()}
+    return _put_safetensors(blobs, tensors, {"kind": "weights", **(metadata or {})})
 
 
 def save_adapter(model: Any, blobs: BlobStore, *, metadata: dict[str, str] | None = None) -> BlobRef:

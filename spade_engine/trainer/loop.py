@@ -293,7 +293,10 @@ class Trainer:
         _fault("before_checkpoint")
         with self.tm.gathered():
             adapter_only = bool(self.cfg.lora and self.adapter_on_base and not self.merged_weights)
-            ckpt = None if adapter_only else save_weights(self.tm.model, self.blobs, metadata={"base_model": self.base_model})
+            dtype = self.cfg.merged_weights_dtype if self.cfg.lora else None
+            ckpt = None if adapter_only else save_weights(
+                self.tm.model, self.blobs, metadata={"base_model": self.base_model}, dtype=dtype
+            )
             adapter_ref = None
             if self.cfg.lora and self.adapter_on_base:
                 t_adapter = time.perf_counter()
