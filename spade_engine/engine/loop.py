@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..blobs import BlobStore
@@ -45,6 +45,9 @@ from . import stages
 from .level_replay import choose_replay, new_slots_before_replay
 from .pipeline import design_batch, load_latest_policy, missing_seeds, new_env, next_stage, output_event_id, run_stage
 from .state import EnvState, RunState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..consumers.runner import EmbeddedRunner
 
 __all__ = ["Engine", "EngineLock", "RunAlreadyActive"]
 
@@ -91,7 +94,7 @@ class EngineLock:
         self.release()
 
 
-def fold_new_records(log: EventLog, state: RunState, runner: Any = None) -> None:
+def fold_new_records(log: EventLog, state: RunState, runner: EmbeddedRunner | None = None) -> None:
     """Fold what ``log`` gained into the run ``state`` and the live projections' ``runner`` (an
     :class:`~spade_engine.consumers.runner.EmbeddedRunner`, or None) with **one** read from the
     earlier of their cursors. The engine does this after every event it appends; a read of each

@@ -49,9 +49,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import StaticCache
 
 __all__ = ["Completion", "BatchSampler", "sample_tokens", "hash_uniform", "trim_at_stop", "StepReport", "TOP_P_CANDIDATES"]
 
@@ -544,7 +547,7 @@ class BatchSampler:
                 groups.append([i])
         return groups, alone
 
-    def _prefill_group(self, cache: Any, prompts: Sequence[Sequence[int]], rows: list[int], P: int, keep: torch.Tensor) -> list[torch.Tensor]:
+    def _prefill_group(self, cache: StaticCache, prompts: Sequence[Sequence[int]], rows: list[int], P: int, keep: torch.Tensor) -> list[torch.Tensor]:
         """Prefill ``rows`` in one left-padded forward, straight into their slots of the static
         cache; returns each row's logits ``(1, V)`` after its last prompt token. Every prompt
         position starts at 0, so a row's keys and values are those of a forward of its own."""
@@ -569,6 +572,7 @@ class BatchSampler:
         del out, mask
         self._init_static(cache, dc.layers[0].keys[0], dc.layers[0].values[0], len(keep))
         for layer, src in zip(cache.layers, dc.layers):
+            assert src.keys is not None and src.values is not None  # filled by the forward above
             layer.keys[idx, :, P - n : P] = src.keys
             layer.values[idx, :, P - n : P] = src.values
         if self.prefix_cache is not None and self.prefix_cache.max_tokens > 0:
@@ -580,7 +584,7 @@ class BatchSampler:
         return [logits[j : j + 1] for j in range(len(rows))]
 
     @staticmethod
-    def _init_static(cache: Any, k0: torch.Tensor, v0: torch.Tensor, B: int) -> None:
+    def _init_static(cache: StaticCache, k0: torch.Tensor, v0: torch.Tensor, B: int) -> None:
         """Allocate the static cache's tensors (batch ``B``) on first use, shaped like ``k0``/``v0``
         ``(heads, n, dim)``."""
         for layer in cache.layers:

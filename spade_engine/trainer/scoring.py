@@ -14,6 +14,7 @@ training step on the H200 benchmark (bench/results/gpu-2026-12-04.json).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -51,10 +52,10 @@ def _gather_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, tem
     return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
 
 
-_compiled_gather: Any = None
+_compiled_gather: Callable[..., torch.Tensor] | None = None
 
 
-def _gather(compiled: bool) -> Any:
+def _gather(compiled: bool) -> Callable[..., torch.Tensor]:
     """The chunk scorer: :func:`_gather_logprobs`, or its compiled form (built once, shapes dynamic
     after the first recompile, since chunk tails and sequence lengths vary)."""
     global _compiled_gather
