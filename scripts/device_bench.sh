@@ -34,7 +34,8 @@
 # it), DESIGNER_N (64), DESIGNER_BATCH (32), DESIGNER_ARMS (current), DESIGNER_TIMEOUT_S (400, and at
 # most what is left of REAL_DEADLINE_S), DESIGNER_ARGS, SELFPLAY_S (240),
 # SELFPLAY_ENVS (32), SELFPLAY_ARGS; LEARNING_DEADLINE_S (540), LEARNING_ARGS (bench/learning.py options;
-# default: --updates 12 --minutes 3 --match updates --concurrent-envs 16); GPU_BENCH (bench/gpu.py: the script bench-bg starts),
+# default: --updates 12 --minutes 3 --match updates --concurrent-envs 16), LEARNING_DEVICE (cuda; cpu for a dry
+# run off the device); NO_WHEELS=1 (install no carried wheels: a dry run on a machine that has the packages); GPU_BENCH (bench/gpu.py: the script bench-bg starts),
 # BENCH_PEEK_S (15: how long bench-bg watches the start before it returns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,6 +90,7 @@ install_wheels() {
   # it refuses code or packages under /tmp (issue 15). REAL_WHEELS_TARGET=DIR: into DIR instead
   # (a dry run off the device). New packages only, so nothing the background bench uses is rewritten.
   local w=() want stamp=.ferry/store/.installed-env
+  if [ -n "${NO_WHEELS:-}" ]; then echo "wheels: not installed (NO_WHEELS: a dry run where the packages are)"; return 0; fi
   shopt -s nullglob
   w=(.whl/*.whl)
   install_into /tmp/site "${w[@]}"
@@ -318,7 +320,7 @@ case "${1:-}" in
     # LEARNING_ARGS is split on spaces on purpose (several flags)
     # shellcheck disable=SC2086
     (cd "$code" && PYTHONPATH=/tmp/site:$code timeout -s INT -k 20 "$left" python3 bench/learning.py --backend transformers \
-      --device cuda --model "$name" --data-dir "$PWD/.ferry/learning" \
+      --device "${LEARNING_DEVICE:-cuda}" --model "$name" --data-dir "$PWD/.ferry/learning" \
       ${LEARNING_ARGS:---updates 12 --minutes 3 --match updates --concurrent-envs 16}) 2>&1 | tee -a "$OUT/learning.log" || true
     grep '^{' "$OUT/learning.log" | tail -n 1 > "$OUT/learning.json" || true
     ;;
