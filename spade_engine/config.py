@@ -507,6 +507,15 @@ class TrainerConfig(_Section):
         "from training on the model's own samples (Shao et al. 2025, spurious rewards)",
     )
 
+    @model_validator(mode="after")
+    def _merged_dtype_with_lora(self) -> "TrainerConfig":
+        if self.merged_weights_dtype != "float32" and not self.lora:
+            raise ValueError(
+                "trainer.merged_weights_dtype applies to LoRA runs only: a full fine-tune resumes from its merged weights, "
+                "so it records them in float32 (set trainer.lora = true, or leave the dtype at float32)"
+            )
+        return self
+
 
 class EvalConfig(_Section):
     """Periodic held-out evaluation by the trainer (``every`` > 0): after every ``every``-th
@@ -565,11 +574,6 @@ class EngineConfig(_Section):
             raise ValueError(
                 "the llamacpp policy serves trained weights as LoRA adapters on its GGUF model: "
                 "set trainer.lora = true to train with it (or policy.kind = \"transformers\")"
-            )
-        if self.trainer.merged_weights_dtype != "float32" and not self.trainer.lora:
-            raise ValueError(
-                "trainer.merged_weights_dtype applies to LoRA runs only: a full fine-tune resumes from its merged weights, "
-                "so it records them in float32 (set trainer.lora = true, or leave the dtype at float32)"
             )
         if self.trainer.merged_weights is False and self.trainer.enabled and self.policy.kind in ("transformers", "vllm"):
             raise ValueError(

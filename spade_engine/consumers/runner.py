@@ -11,14 +11,15 @@ wins (it is never behind what it holds), and re-delivered events are no-ops (ide
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import disk_full, is_disk_full
 from ..events.errors import EventLogError
-from ..events.log import Cursor, EventLog, advance
+from ..events.log import Cursor, EventLog, advance, earliest
 from .projection import Projection
 
 log = logging.getLogger(__name__)
@@ -73,13 +74,10 @@ class EmbeddedRunner:
 
     def start_cursor(self) -> Cursor:
         """The earliest position any projection needs: where a read for :meth:`feed` starts."""
-        starts = list(self.cursors.values())
-        if not starts:
+        if not self.cursors:
             return {}
-        partitions = set().union(*[c.keys() for c in starts])
-        if any(not c for c in starts):
-            return {}
-        return {p: min(c.get(p, 0) for c in starts) for p in partitions}
+        start: Mapping[int, int] = functools.reduce(earliest, self.cursors.values())
+        return dict(start)
 
     def _due(self) -> bool:
         return self._unflushed >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_interval_s

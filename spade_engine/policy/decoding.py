@@ -14,9 +14,9 @@ How it is fast:
   on GPU); prefill runs eagerly with SDPA, **batched**: prompts that fit one prefill chunk and
   start with no cached prefix go through the model together (left-padded, up to
   ``prefill_batch_tokens`` padded tokens per forward) and land straight in the static cache, so
-  256 prompts cost a few forwards, not 256 (one forward per row made the H200 benchmark's
-  rollout 90% Python launch overhead); a prompt with a cached prefix, or longer than a chunk, is
-  prefilled on its own (reusing the prefix, in chunks);
+  256 prompts cost a few forwards, not 256 (with one forward per row, the H200 benchmark's
+  rollout call took 9.2 s; batched, 1.2 s); a prompt with a cached prefix, or longer than a
+  chunk, is prefilled on its own (reusing the prefix, in chunks);
 * decode attention groups query heads over their shared KV head instead of copying the cache
   per step (:mod:`.attention`, implementation ``spade_gqa``, on by default for SDPA models);
 * without compilation (CPU), attention reads only the filled part of the cache: prefill attends
@@ -179,6 +179,17 @@ def trim_at_stop(token_ids: Sequence[int], decode: Callable[[list[int]], str], s
         else:
             lo = mid + 1
     return lo, full[:pos]
+
+
+def padded_causal_mask(real: torch.Tensor) -> torch.Tensor:
+    """The prefill attention mask ``(B, 1, n, n)`` of left-padded prompts (``real``: ``(B, n)``,
+    True at prompt tokens): causal over the real tokens, and a padding query sees itself, so no
+    row is empty (SDPA would give NaN)."""
+    n = real.shape[1]
+    q = torch.arange(n, device=real.device)
+    causal = q[None, :] <= q[:, None]
+    eye = torch.eye(n, dtype=torch.bool, device=real.device)
+    return ((causal[None] & real[:, None, :]) | eye[None])[:, None]
 
 
 class BatchSampler:
@@ -353,17 +364,17 @@ class BatchSampler:
         ar = torch.arange(L, device=device)
 
         if self.static_cache:
-            # each prompt is prefilled on its own (reusing cached prefixes), then its keys and
-            # values are copied into its slots of the batch's static cache
+            # prompts are prefilled in left-padded groups, or on their own (reusing a cached
+            # prefix), straight into their slots of the batch's static cache
             cache = self._get_cache(B, L)
             last_logits: list[torch.Tensor | None] = [None] * B
             batched, alone = self._plan_prefill(prompts)
             for group in batched:
-                for i, lg in zip(group, self._prefill_group(cache, prompts, group, P, keep)):
+                for i, lg in zip(group, self._prefill_group(cache, prompts, group, ids, pos, keep)):
                     last_logits[i] = lg
             for i in alone:
                 k, v, lg = self._prefill_row(list(prompts[i]))
-                self._fill_static(cache, [(k, v)], [len(prompts[i])], P, rows=[i], batch=B)
+                self._fill_row(cache, i, k, v, P, batch=B)
                 last_logits[i] = lg
             for layer in cache.layers:
                 layer.cumulative_length.fill_(P)
@@ -371,12 +382,10 @@ class BatchSampler:
         else:
             from transformers import DynamicCache
 
-            q = torch.arange(P, device=device)
-            causal = ar[None, :P] <= q[:, None]
-            prefill_mask = (causal[None] & keep[:, None, :P]) | (ar[None, :P] == q[:, None])[None]
+            prefill_mask = padded_causal_mask(keep[:, :P])
             cache = DynamicCache(config=self.model.config)
             out = self.model(
-                input_ids=ids, position_ids=pos, attention_mask=prefill_mask[:, None], past_key_values=cache, use_cache=True,
+                input_ids=ids, position_ids=pos, attention_mask=prefill_mask, past_key_values=cache, use_cache=True,
                 logits_to_keep=1,
             )
             logits = out.logits[:, -1, :]
@@ -533,8 +542,9 @@ class BatchSampler:
         alone: list[int] = []
         fresh: list[int] = []
         for i, p in enumerate(prompts):
-            cached = self.prefix_cache is not None and self.prefix_cache.lookup(p)[0] is not None
-            if budget <= 0 or cached or len(p) > self.prefill_chunk:
+            if budget <= 0 or len(p) > self.prefill_chunk or (
+                self.prefix_cache is not None and self.prefix_cache.lookup(p)[0] is not None
+            ):
                 alone.append(i)
             else:
                 fresh.append(i)
@@ -547,30 +557,29 @@ class BatchSampler:
                 groups.append([i])
         return groups, alone
 
-    def _prefill_group(self, cache: StaticCache, prompts: Sequence[Sequence[int]], rows: list[int], P: int, keep: torch.Tensor) -> list[torch.Tensor]:
+    def _prefill_group(
+        self, cache: StaticCache, prompts: Sequence[Sequence[int]], rows: list[int], ids: torch.Tensor, pos: torch.Tensor,
+        keep: torch.Tensor,
+    ) -> list[torch.Tensor]:
         """Prefill ``rows`` in one left-padded forward, straight into their slots of the static
-        cache; returns each row's logits ``(1, V)`` after its last prompt token. Every prompt
-        position starts at 0, so a row's keys and values are those of a forward of its own."""
+        cache; returns each row's logits ``(1, V)`` after its last prompt token. ``ids``, ``pos``
+        and ``keep`` are the batch's, left-padded to ``P``: the group's rows are their last ``n``
+        columns (its longest prompt). Every prompt position starts at 0, so a row's keys and
+        values are those of a forward of its own."""
         from transformers import DynamicCache
 
-        device = self.device
+        P = ids.shape[1]
         n = max(len(prompts[i]) for i in rows)
-        ids = torch.full((len(rows), n), self.pad_id, dtype=torch.long)
-        for j, i in enumerate(rows):
-            ids[j, n - len(prompts[i]):] = torch.tensor(list(prompts[i]), dtype=torch.long)
-        ids = ids.to(device)
-        idx = torch.tensor(rows, dtype=torch.long, device=device)
-        real = keep[idx, P - n : P]
-        pos = (real.long().cumsum(-1) - 1).clamp(min=0)
-        q = torch.arange(n, device=device)
-        causal = q[None, :] <= q[:, None]
-        # a padding query sees itself, so no row of the mask is empty (SDPA would give NaN)
-        mask = ((causal[None] & real[:, None, :]) | torch.eye(n, dtype=torch.bool, device=device)[None])[:, None]
+        idx = torch.tensor(rows, dtype=torch.long, device=ids.device)
+        mask = padded_causal_mask(keep[idx, P - n : P])
         dc = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, past_key_values=dc, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids[idx, P - n : P], position_ids=pos[idx, P - n : P], attention_mask=mask, past_key_values=dc,
+            use_cache=True, logits_to_keep=1,
+        )
         logits = out.logits[:, -1, :]
         del out, mask
-        self._init_static(cache, dc.layers[0].keys[0], dc.layers[0].values[0], len(keep))
+        self._init_static(cache, dc.layers[0].keys[0], dc.layers[0].values[0], keep.shape[0])
         for layer, src in zip(cache.layers, dc.layers):
             assert src.keys is not None and src.values is not None  # filled by the forward above
             layer.keys[idx, :, P - n : P] = src.keys
@@ -593,15 +602,14 @@ class BatchSampler:
                     k0.new_zeros((B, k0.shape[0], 1, k0.shape[-1])), v0.new_zeros((B, v0.shape[0], 1, v0.shape[-1]))
                 )
 
-    def _fill_static(
-        self, cache: Any, rows_kv: list[tuple[list[torch.Tensor], list[torch.Tensor]]], lengths: list[int], P: int, *, rows: list[int], batch: int
-    ) -> None:
-        """Copy each row's prompt keys/values into its (left-padded) slots ``rows`` of the static cache."""
-        self._init_static(cache, rows_kv[0][0][0], rows_kv[0][1][0], batch)
-        for layer_idx, layer in enumerate(cache.layers):
-            for i, (ks, vs), n in zip(rows, rows_kv, lengths):
-                layer.keys[i, :, P - n : P] = ks[layer_idx]
-                layer.values[i, :, P - n : P] = vs[layer_idx]
+    def _fill_row(self, cache: StaticCache, row: int, keys: list[torch.Tensor], values: list[torch.Tensor], P: int, *, batch: int) -> None:
+        """Copy one prompt's keys/values (per layer ``(heads, n, dim)``) into its left-padded slots
+        ``row`` of the static cache."""
+        self._init_static(cache, keys[0], values[0], batch)
+        n = keys[0].shape[1]
+        for layer, k, v in zip(cache.layers, keys, values):
+            layer.keys[row, :, P - n : P] = k
+            layer.values[row, :, P - n : P] = v
 
     def _check_stops(
         self,

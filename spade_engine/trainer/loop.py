@@ -293,7 +293,8 @@ class Trainer:
         _fault("before_checkpoint")
         with self.tm.gathered():
             adapter_only = bool(self.cfg.lora and self.adapter_on_base and not self.merged_weights)
-            dtype = self.cfg.merged_weights_dtype if self.cfg.lora else None
+            # float32 (the default): as the trainer holds them; TrainerConfig allows bfloat16 with LoRA only
+            dtype = None if self.cfg.merged_weights_dtype == "float32" else self.cfg.merged_weights_dtype
             ckpt = None if adapter_only else save_weights(
                 self.tm.model, self.blobs, metadata={"base_model": self.base_model}, dtype=dtype
             )

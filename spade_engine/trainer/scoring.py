@@ -14,6 +14,7 @@ training step on the H200 benchmark (bench/results/gpu-2026-12-04.json).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -52,18 +53,11 @@ def _gather_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, tem
     return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
 
 
-_compiled_gather: Callable[..., torch.Tensor] | None = None
-
-
-def _gather(compiled: bool) -> Callable[..., torch.Tensor]:
-    """The chunk scorer: :func:`_gather_logprobs`, or its compiled form (built once, shapes dynamic
-    after the first recompile, since chunk tails and sequence lengths vary)."""
-    global _compiled_gather
-    if not compiled:
-        return _gather_logprobs
-    if _compiled_gather is None:
-        _compiled_gather = torch.compile(_gather_logprobs)
-    return _compiled_gather
+@functools.cache
+def _compiled_gather() -> Callable[..., torch.Tensor]:
+    """:func:`_gather_logprobs` through ``torch.compile``, built once (shapes become dynamic after
+    the first recompile, since chunk tails and sequence lengths vary)."""
+    return torch.compile(_gather_logprobs)
 
 
 def token_logprobs(
@@ -87,7 +81,7 @@ def token_logprobs(
         return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
     body, head = parts
     hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state[:, :-1]
-    gather = _gather(compiled)
+    gather = _compiled_gather() if compiled else _gather_logprobs
     if chunk <= 0 or hidden.shape[1] <= chunk:
         return gather(hidden, head, targets, temperature)
     outs = []
