@@ -168,7 +168,7 @@ def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[s
     out: dict[str, Any] = {
         "seed": a.seed, "policy.kind": "llamacpp", "policy.model": a.model,
         "policy.llamacpp.parallel": a.parallel,
-        "policy.generation.agent.max_new_tokens": a.max_new_tokens, "policy.generation.agent.temperature": 1.0,
+        "policy.generation.agent.max_new_tokens": a.max_new_tokens, "policy.generation.agent.temperature": a.temperature,
         "policy.generation.agent.top_p": 1.0,
         "policy.generation.hinter.max_new_tokens": 48,
         "loop.env_source": source, **fixed_source_overrides(parse_env_source(source)),
@@ -351,12 +351,13 @@ def figures(result: dict[str, Any]) -> dict[str, bytes]:
 
 def render(r: dict[str, Any]) -> str:
     """The results page's body."""
-    stem = f"{r['provenance']['date']}-learning"
+    stem = f"{r['provenance']['date']}-{r.get('report_name', 'learning')}"
     g, d, rm = r["heldout_gain_ci95"], r["random_reward_gain_ci95"], r["real_minus_random_ci95"]
     lines = [
         f"Model `{r['model']}` (llama.cpp serving, LoRA r={r['lora_r']} trained by the engine's GRPO trainer), "
         f"fixed pool of reasoning-gym `{', '.join(r['tasks'])}` (training seed range, {r['pool_size']} items per task, "
-        f"{r['plays']} plays per item, {r['batch_groups']} groups per update, learning rate {r['lr']}).",
+        f"{r['plays']} plays per item at temperature {r.get('temperature', 1.0)}, {r['batch_groups']} groups per update, "
+        f"learning rate {r['lr']}).",
         "",
         f"Held-out: {r['items']} items of the same tasks from the evaluation seed range, greedy, "
         f"{r['eval_max_new_tokens']} tokens per answer; paired 95% intervals over items.",
@@ -406,6 +407,8 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=320,
                     help="tokens per training answer (the held-out budget: a shorter one scores long right answers 0)")
+    ap.add_argument("--temperature", type=float, default=1.0,
+                    help="the training plays' sampling temperature (top-p 1.0); held-out answers are greedy")
     ap.add_argument("--parallel", type=int, default=16, help="sequences llama.cpp decodes together")
     ap.add_argument("--backend", choices=("llamacpp", "transformers"), default="llamacpp",
                     help="llamacpp (a CPU: the GGUF, LoRA adapters synced into llama.cpp) or transformers (a GPU: the "
@@ -471,7 +474,7 @@ def main() -> None:
     rvd = paired(data, random_arm["run_id"], "latest", real["run_id"], "latest")
     result = {
         "model": a.model, "backend": a.backend, "device": a.device, "smoke": a.smoke, "tasks": a.tasks, "pool_size": a.pool_size, "plays": a.plays,
-        "batch_groups": a.batch_groups, "lr": a.lr, "match": a.match, "lora_r": a.lora_r, "eval_max_new_tokens": a.eval_max_new_tokens,
+        "batch_groups": a.batch_groups, "lr": a.lr, "temperature": a.temperature, "match": a.match, "lora_r": a.lora_r, "eval_max_new_tokens": a.eval_max_new_tokens,
         "heldout_gain": gain["delta"], "heldout_gain_ci95": gain["ci95"],
         "random_reward_gain": rand["delta"], "random_reward_gain_ci95": rand["ci95"],
         "real_minus_random": rvd["delta"], "real_minus_random_ci95": rvd["ci95"],
@@ -484,7 +487,7 @@ def main() -> None:
         "curves": {"real": curves(data, real["run_id"]), "random": curves(data, random_arm["run_id"])},
         "minutes": round((time.perf_counter() - t_all) / 60, 1),
         "load_average_start": load_start, "load_average_end": round(os.getloadavg()[0], 2),
-        "provenance": measured,
+        "report_name": a.report_name, "provenance": measured,
     }
     say(f"held-out gain (R final - v0) {result['heldout_gain']:+.3f} {result['heldout_gain_ci95']} over {result['items']} items; "
         f"random-reward control {result['random_reward_gain']:+.3f} {result['random_reward_gain_ci95']}; "
