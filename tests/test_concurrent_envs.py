@@ -131,3 +131,67 @@ def test_the_broker_is_a_policy_and_passes_the_declared_members_through() -> Non
 
     broker.on_progress = sink
     assert inner.on_progress is sink
+
+
+@pytest.mark.sandbox
+def test_an_interrupt_during_concurrent_stages_records_nothing_after_run_stopped(tmp_path):
+    """Ctrl-C while several environments' stages run in their threads: the run records its
+    RunStopped (interrupted) and a stage that finishes its model call afterwards records nothing
+    (it used to append its hint or plays after the RunStopped, into a stopped run)."""
+    import dataclasses
+    import os
+    import signal
+
+    cfg = load_config(overrides={"seed": 3, "loop.max_envs": 6, "loop.plays_per_env": 2, "loop.concurrent_envs": 3,
+                                 "sandbox.workers": 6}, environ={})
+    run_id = new_run_id()
+    blocked, release = threading.Event(), threading.Event()
+
+    class Slow:
+        """The run's policy, except that a call from an environment's thread waits for ``release``."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def generate(self, requests):
+            out = self.inner.generate(requests)
+            if threading.current_thread().name.startswith("env-"):
+                blocked.set()
+                release.wait(30)
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    def interrupt() -> None:
+        if blocked.wait(60):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with open_engine(cfg, run_id=run_id, data_dir=tmp_path, create=True, projections=False) as opened:
+            engine = opened.engine
+            engine.ctx = dataclasses.replace(engine.ctx, policy=Slow(engine.ctx.policy))
+            threading.Thread(target=interrupt, daemon=True).start()
+            with pytest.raises(KeyboardInterrupt):
+                engine.run()
+            release.set()  # the blocked stages now return from their model call and try to record
+            time.sleep(1.0)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    log = open_event_log(run_id, data_dir=tmp_path)
+    try:
+        types = [rec.envelope.type for rec in log.read()]
+    finally:
+        log.close()
+    assert blocked.is_set() and "RunStopped" in types
+    assert types[-1] == "RunStopped", types[types.index("RunStopped"):]
+    assert log_stop_reason(tmp_path, run_id) == "interrupted"
+
+
+def log_stop_reason(data, run_id: str) -> str:
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        return [rec.envelope.payload["reason"] for rec in log.read() if rec.envelope.type == "RunStopped"][-1]
+    finally:
+        log.close()

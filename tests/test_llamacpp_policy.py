@@ -190,6 +190,45 @@ def test_stop_strings_limits_and_the_context_window(tiny_qwen):
         policy.close()
 
 
+def test_closing_stops_a_generation_running_in_another_thread(tiny_qwen):
+    """An interrupted run closes its policy while an environment's thread is still generating:
+    close() stops that generation at its next step (the thread gets a LlamaCppError) instead of
+    waiting for all of it (it used to hang until every row reached its limit)."""
+    import threading
+    import time
+
+    from spade_engine.policy.llamacpp_engine import LlamaCppError, SeqRequest
+
+    policy = _policy(tiny_qwen, context_per_sequence=256)
+    engine = policy.engine
+    started, outcome = threading.Event(), []
+
+    def slow(i: int, tokens: list[int]) -> bool:  # about 0.05 s a step: 200 steps take 10 s
+        started.set()
+        time.sleep(0.05)
+        return False
+
+    def generate() -> None:
+        try:
+            engine.generate([SeqRequest(prompt=[1, 2, 3], max_new_tokens=200, temperature=0.0)], stop_check=slow,
+                            ignore_eog=True)
+            outcome.append("finished")
+        except LlamaCppError as exc:
+            outcome.append(str(exc))
+
+    worker = threading.Thread(target=generate, daemon=True)
+    worker.start()
+    assert started.wait(30)
+    t0 = time.perf_counter()
+    policy.close()
+    closed_in = time.perf_counter() - t0
+    worker.join(30)
+    assert closed_in < 2.0, closed_in
+    assert outcome == ["the llama.cpp engine was closed during generation"]
+    with pytest.raises(LlamaCppError, match="closed"):
+        engine.generate([SeqRequest(prompt=[1, 2], max_new_tokens=2)])
+
+
 def _lora_model(model, seed: int):
     from peft import LoraConfig, get_peft_model
 

@@ -58,6 +58,11 @@ class RunAlreadyActive(SpadeError):
     """Another engine process is running this run in this data directory."""
 
 
+class StageAbandoned(SpadeError):
+    """An environment stage tried to record an event after the engine's thread stopped waiting
+    for it (an interrupt): the event is not recorded."""
+
+
 class EngineLock:
     """An exclusive ``flock`` on ``<run dir>/engine.lock`` (released by the OS if the process dies)."""
 
@@ -357,9 +362,12 @@ class Engine:
         ctx = dataclasses.replace(self.ctx, policy=broker, cfg=cfg)
         lock = threading.Lock()
         errors: list[BaseException] = []
+        abandoned = threading.Event()  # the engine's thread left (an interrupt): nothing more is recorded
 
         def emit(payload: EventPayload, causation_id: str | None = None) -> str:
             with lock:
+                if abandoned.is_set():
+                    raise StageAbandoned(f"the run stopped while environment stages ran: {type(payload).__name__} not recorded")
                 return self._append(payload, causation_id, refresh=False)
 
         def work(st: EnvState, stage: str) -> None:
@@ -377,10 +385,18 @@ class Engine:
                 broker.leave()
                 continue
             threads.append(threading.Thread(target=work, args=(st, stage), name=f"env-{st.env_id}", daemon=True))
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        except BaseException:
+            # interrupted while the stages run (Ctrl-C): the run records its RunStopped next, and a
+            # stage still running (its threads are daemons, stopped when the policy closes) must not
+            # append after it
+            with lock:
+                abandoned.set()
+            raise
         self._refresh()
         if errors:
             raise errors[0]

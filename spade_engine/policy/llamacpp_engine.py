@@ -301,6 +301,8 @@ class LlamaCppEngine:
         self.generator = torch.Generator().manual_seed(seed)
         self._lock = threading.Lock()
         self._closed = False
+        #: set by :meth:`close`: a generation in progress (another thread's) stops at its next step
+        self._closing = threading.Event()
 
     # -- weights -------------------------------------------------------------------------------
 
@@ -405,6 +407,8 @@ class LlamaCppEngine:
         prompt_tokens = sum(len(r.prompt) for r in requests)
         batch = self.batch
         while waiting or active:
+            if self._closing.is_set():  # close() waits for this call: give the engine up now
+                raise LlamaCppError("the llama.cpp engine was closed during generation")
             self._admit(requests, waiting, active)
             if not active:  # pragma: no cover - _admit always admits into an empty engine
                 raise LlamaCppError("no request could be admitted")
@@ -573,6 +577,10 @@ class LlamaCppEngine:
         }
 
     def close(self) -> None:
+        """Free the model and context. A generation running in another thread (an environment's
+        play when a run is interrupted) is stopped at its next decoding step with
+        :class:`LlamaCppError`, so closing waits one step, not for the whole generation."""
+        self._closing.set()
         with self._lock:
             if self._closed:
                 return
