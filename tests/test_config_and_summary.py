@@ -153,3 +153,18 @@ def test_train_takes_the_recorded_config_with_this_machines_sandbox_or_a_whole_c
     filed = train_config_for(recorded, config_file=toml, flags={"trainer.batch_groups": 3})
     assert (filed.seed, filed.trainer.learning_rate, filed.trainer.batch_groups) == (None, 0.01, 3)
     assert train_config_for(None, flags={"trainer.learning_rate": 0.2}).trainer.learning_rate == 0.2
+
+
+def test_eval_takes_its_sandbox_from_this_machine_a_config_file_and_workers(tmp_path) -> None:
+    """runs.run_config.eval_config_for: ``eval`` reads no run's config; its archive suites play
+    in this machine's sandbox, a --config file and then --workers on top."""
+    from spade_engine.config import load_config
+    from spade_engine.runs.run_config import eval_config_for
+
+    assert eval_config_for().sandbox == load_config().sandbox
+    toml = tmp_path / "e.toml"
+    toml.write_text("[sandbox]\nworkers = 3\nmemory_mb = 700\n")
+    filed = eval_config_for(toml)
+    assert (filed.sandbox.workers, filed.sandbox.memory_mb) == (3, 700)
+    flagged = eval_config_for(toml, workers=5)
+    assert (flagged.sandbox.workers, flagged.sandbox.memory_mb) == (5, 700)

@@ -23,6 +23,7 @@ from ..textout import aside, note, plain, print_json, table
 from ..errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..config import EngineConfig
     from ..policy.protocol import Policy
     from .checkpoint import RunCheckpoint
 
@@ -220,7 +221,7 @@ class EvalPlan:
     backend: str
     bootstrap: str | None
     settings: Any  # EvalSettings
-    cfg: Any  # EngineConfig (the sandbox section, for archive suites)
+    cfg: EngineConfig  # the sandbox section, for archive suites (runs.run_config.eval_config_for)
     model: str
     checkpoint: Any  # a found checkpoint, or None for the base weights
     tasks: list[Any]
@@ -242,8 +243,8 @@ def plan_eval(o: EvalOptions) -> EvalPlan:
     """Resolve where results go, the policy (a model, or a run's checkpoint) and the suites' tasks;
     every check that needs no model happens here."""
     from ..blobs import BlobStore
-    from ..config import load_config
     from ..events.store import resolve_data_dir, resolve_run
+    from ..runs.run_config import eval_config_for
     from .checkpoint import find_checkpoint
     from .recording import EVALUATIONS_RUN
     from .runner import EvalSettings
@@ -259,7 +260,7 @@ def plan_eval(o: EvalOptions) -> EvalPlan:
     temp = o.temperature if o.temperature is not None else (0.0 if o.samples == 1 else DEFAULT_SAMPLING_TEMPERATURE)
     settings = EvalSettings(k=o.samples, temperature=temp, max_new_tokens=o.max_new_tokens, batch_size=o.batch_size,
                             prompt=o.prompt)
-    cfg = load_config(o.config_file, overrides={"sandbox.workers": o.workers})
+    cfg = eval_config_for(o.config_file, workers=o.workers)
 
     target: str | None = None  # where results go, resolved before any work is done
     if not o.no_record and o.record_run is not None:

@@ -1,7 +1,9 @@
 """The config a command drives a run with, over the config the run recorded
 (:mod:`spade_engine.recorded`), in one place: :func:`run_config_for` for ``start`` and the
 workers (a recorded run keeps its config), :func:`train_config_for` for ``train`` (a ``--config``
-file is the whole training recipe). Both take ``[sandbox]`` from this machine, never from a log."""
+file is the whole training recipe), :func:`eval_config_for` for ``eval`` (no run's config: only
+``[sandbox]`` is read, for archive suites). Each takes ``[sandbox]`` from this machine, never from
+a log."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from ..envsources import fixed_source_overrides
 from ..envsources.spec import source_of
 from ..recorded import with_local_sandbox
 
-__all__ = ["run_config_for", "train_config_for"]
+__all__ = ["eval_config_for", "run_config_for", "train_config_for"]
 
 
 def run_config_for(
@@ -45,7 +47,6 @@ def run_config_for(
     return cfg
 
 
-
 def train_config_for(
     recorded: EngineConfig | None, *, config_file: Path | None = None, flags: Mapping[str, object] | None = None
 ) -> EngineConfig:
@@ -61,3 +62,11 @@ def train_config_for(
     if config_file is None and recorded is not None:
         return with_local_sandbox(recorded).with_overrides(given)
     return load_config(config_file, overrides=given)
+
+
+def eval_config_for(config_file: Path | None = None, *, workers: int | None = None) -> EngineConfig:
+    """The config ``spade-engine eval`` plays archive suites with: defaults < ``config_file`` <
+    ``SPADE_*`` < ``--workers`` (``sandbox.workers``). An evaluated run's recorded config is not
+    read: the policy and its generation settings come from the eval's own options, and the
+    sandbox is this machine's."""
+    return load_config(config_file, overrides={"sandbox.workers": workers})
