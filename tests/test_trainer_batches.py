@@ -211,3 +211,37 @@ def test_the_coin_reward_control_replaces_play_rewards_and_is_repeatable():
     assert sorted(coin_stats.agent_rewards) == sorted([1.0] * 8 + [1.0, 0.0] * 4)  # the true rewards
     again, _ = build_samples(groups, current_step=0, max_lag=4, lag_of=lag, designer=False, reward_control="coin")
     assert [s.advantage for s in again] == [s.advantage for s in coin_samples]
+
+
+def test_the_assembler_reads_through_the_log_readers_rules(tmp_path):
+    """BatchAssembler is a LogReader: it decodes plays whole (their turns' tokens), where a
+    projection folding the same record first got its summary from the shared decode cache; an
+    unreadable event (a malformed payload) and a play whose offloaded tokens are gone are counted
+    in ``skipped`` and passed over, and the group forms from the rest."""
+    import msgspec
+
+    from spade_engine.archive.reader import LogReader
+    from spade_engine.archive.records import RolloutSummary, decode_record
+    from spade_engine.events.catalogue import BlobRef
+
+    assert isinstance(BatchAssembler(), LogReader)
+    recs = _records(_events("e1", [1.0, 0.0, 0.0], hinted_extra=False))
+    summary, _ = decode_record(recs[1])
+    assert isinstance(summary, RolloutSummary)
+    whole, _ = decode_record(recs[1], summary_plays=False)  # the same record: not the cached summary
+    assert isinstance(whole, RolloutCompleted) and whole.turns[0].generation.completion_token_ids == [97, 98]
+
+    missing = BlobRef(uri="cas://sha256/" + "0" * 64, sha256="0" * 64, size=10, media_type="application/json")
+    gone = Generation(prompt_token_ids=[], completion_token_ids=[], logprobs=[], ref=missing)
+    lost = make_envelope(RolloutCompleted(env_id="e1", play_id="e1-lost", hinted=False, seed=9, policy_version="v0",
+                                          episode_reward=1.0, turns=[Turn(observation="o", action="a", reward=1.0, generation=gone)]),
+                         run_id=RUN, producer="t")
+    malformed = msgspec.structs.replace(recs[2].envelope, event_id="bad-1", payload={"env_id": 3})
+    asm = BatchAssembler(blobs=BlobStore(tmp_path / "blobs"))
+    for r in recs[:-1] + [Record(0, 100, lost, b""), Record(0, 101, malformed, b"")] + recs[-1:]:
+        asm.observe(r)
+    (group,) = asm.take(5)
+    assert [p.reward for p in group.plays] == [1.0, 0.0, 0.0]
+    reasons = asm.skipped
+    assert reasons.get("malformed RolloutCompleted") == 1, reasons
+    assert sum(v for k, v in reasons.items() if k.startswith("error RolloutCompleted")) == 1, reasons

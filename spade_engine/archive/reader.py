@@ -1,15 +1,17 @@
 """The one fold skeleton of the archive's projections: which records they read, how a record is
 decoded, which handler applies it, and the skip rules, in one place.
 
-A projection (:class:`~spade_engine.consumers.projection.Projection`) built on :class:`LogReader`
+A projection (:class:`~spade_engine.consumers.projection.Projection`), or the trainer's
+:class:`~spade_engine.trainer.batches.BatchAssembler`, built on :class:`LogReader`
 declares the event types it reads (``WANTED``) and a handler per payload type (``HANDLERS``); its
 ``apply`` is :meth:`LogReader.apply`:
 
 1. a current-version record of a type outside ``WANTED`` is passed over without decoding
    (:func:`~.records.irrelevant`; unknown types and versions are still decoded, so they are
    counted);
-2. the record is decoded (:func:`~.records.decode_record`: plays as their summary); one that
-   cannot be (unknown type, newer version, malformed payload) is skipped with the reason;
+2. the record is decoded (:func:`~.records.decode_record`: plays as their summary, or whole
+   where ``SUMMARY_PLAYS`` is false); one that cannot be (unknown type, newer version, malformed
+   payload) is skipped with the reason;
 3. its payload type's handler applies it (a type without a handler changes nothing);
 4. a handler that raises skips the record as ``error <type>: <exception class>``; nothing is
    raised to the runner.
@@ -37,6 +39,8 @@ class LogReader:
     WANTED: ClassVar[frozenset[str] | None] = None
     #: payload type -> ``handler(self, record, event)``
     HANDLERS: ClassVar[Mapping[type, Callable[..., None]]] = {}
+    #: plays decoded as their summary (``False``: whole, with their turns)
+    SUMMARY_PLAYS: ClassVar[bool] = True
 
     _skipped: Skipped
 
@@ -49,7 +53,7 @@ class LogReader:
         """Fold one record (idempotent per the projection's handlers; never raises)."""
         if self.WANTED is not None and irrelevant(record, self.WANTED):
             return
-        event, reason = decode_record(record)
+        event, reason = decode_record(record, summary_plays=self.SUMMARY_PLAYS)
         if reason is not None:
             self.skip(record, reason)
             return

@@ -17,19 +17,21 @@ from ..events.log import Record
 
 __all__ = ["decode_record", "Skipped", "RolloutSummary", "irrelevant"]
 
-_last: tuple[int, str, Any, str | None] | None = None
+_last: tuple[int, str, bool, Any, str | None] | None = None
 
 
-def decode_record(record: Record) -> tuple[Any, str | None]:
-    """The record's typed payload, or ``None`` and why it cannot be applied."""
+def decode_record(record: Record, *, summary_plays: bool = True) -> tuple[Any, str | None]:
+    """The record's typed payload, or ``None`` and why it cannot be applied. A play
+    (``RolloutCompleted``) is decoded as its :class:`RolloutSummary` unless ``summary_plays`` is
+    false (a reader that needs its turns: the trainer's batch assembler)."""
     global _last
     env = record.envelope
     cached = _last
-    if cached is not None and cached[0] == id(record) and cached[1] == env.event_id:
-        return cached[2], cached[3]
+    if cached is not None and cached[0] == id(record) and cached[1] == env.event_id and cached[2] == summary_plays:
+        return cached[3], cached[4]
     event: Any = None
     reason: str | None = None
-    if env.type == "RolloutCompleted" and 1 <= env.schema_version <= RolloutCompleted.VERSION:
+    if summary_plays and env.type == "RolloutCompleted" and 1 <= env.schema_version <= RolloutCompleted.VERSION:
         # the most frequent and largest event: projections need its summary, not its turns
         # (older versions are upcast first, so every version gives the same summary type)
         try:
@@ -53,7 +55,7 @@ def decode_record(record: Record) -> tuple[Any, str | None]:
             del exc
         except Exception:  # noqa: BLE001 - a projection never crashes on input
             reason = f"malformed {env.type}"
-    _last = (id(record), env.event_id, event, reason)
+    _last = (id(record), env.event_id, summary_plays, event, reason)
     return event, reason
 
 

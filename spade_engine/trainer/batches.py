@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..archive.reader import LogReader
+from ..archive.records import Skipped
 from ..blobs import BlobStore
 from ..events.catalogue import (
     EnvironmentProposed,
@@ -136,8 +138,13 @@ class BatchStats:
         return out
 
 
-class BatchAssembler:
-    """Folds log records into ready groups (see the module docstring)."""
+class BatchAssembler(LogReader):
+    """Folds log records into ready groups (see the module docstring); the decoding and skip
+    rules are :class:`~spade_engine.archive.reader.LogReader`'s (an event it cannot read, or
+    whose play tokens cannot be loaded, is counted in ``skipped`` and passed over)."""
+
+    WANTED = frozenset({"RolloutCompleted", "RegretEstimated", "EnvironmentProposed", "EnvironmentValidated", "PolicyUpdated"})
+    SUMMARY_PLAYS = False  # the plays' turns hold the token ids trained on
 
     def __init__(
         self, *, blobs: BlobStore | None = None, trigger_from: Mapping[int, int] | None = None, designer_window: int = 8
@@ -150,10 +157,7 @@ class BatchAssembler:
         self.designer_baseline = DesignerBaseline(designer_window)
         self.version_steps: dict[str, int] = {"v0": 0}
         self.already_trained = 0
-        self.skipped: dict[str, int] = {}
-
-    def _skip(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        self._skipped = Skipped()
 
     def _generation(self, gen: Generation | None) -> Generation | None:
         if gen is None:
@@ -171,57 +175,62 @@ class BatchAssembler:
         return gen
 
     def observe(self, rec: Record) -> None:
-        """Fold one record. Never raises on events it cannot read (they are counted)."""
-        t = rec.envelope.type
-        if t not in ("RolloutCompleted", "RegretEstimated", "EnvironmentProposed", "EnvironmentValidated", "PolicyUpdated"):
+        """Fold one record (:meth:`LogReader.apply`). Never raises on events it cannot read (they
+        are counted)."""
+        self.apply(rec)
+
+    def _play(self, rec: Record, ev: RolloutCompleted) -> None:
+        if ev.hinted:
             return
-        try:
-            ev: Any = rec.envelope.event()
-        except Exception as exc:  # noqa: BLE001 - unknown/newer/malformed events are skipped
-            self._skip(f"{t}: {type(exc).__name__}")
+        gens = [self._generation(turn.generation) for turn in ev.turns]
+        self.pending.setdefault((ev.env_id, ev.round), []).append(
+            _Play(rec.envelope.event_id, ev.policy_version, float(ev.episode_reward), [g for g in gens if g is not None],
+                  ev.round)
+        )
+
+    def _proposed(self, rec: Record, ev: EnvironmentProposed) -> None:
+        self.proposals[ev.env_id] = _Proposal(rec.envelope.event_id, ev.policy_version, ev.skill, self._generation(ev.generation))
+
+    def _validated(self, rec: Record, ev: EnvironmentValidated) -> None:
+        if not ev.accepted:
+            self.proposals.pop(ev.env_id, None)
+            for key in [k for k in self.pending if k[0] == ev.env_id]:
+                del self.pending[key]
+
+    def _updated(self, rec: Record, ev: PolicyUpdated) -> None:
+        self.version_steps[ev.version] = ev.step
+
+    def _estimated(self, rec: Record, ev: RegretEstimated) -> None:
+        plays = self.pending.pop((ev.env_id, ev.round), [])
+        proposal = self.proposals.pop(ev.env_id, None) if ev.designer_final else None
+        baseline = None
+        if ev.designer_final:
+            baseline = self.designer_baseline.observe(ev.skill, float(ev.designer_reward))
+        if rec.offset < self.trigger_from.get(rec.partition, 0):
+            self.already_trained += 1
             return
-        if isinstance(ev, RolloutCompleted):
-            if ev.hinted:
-                return
-            gens = [self._generation(turn.generation) for turn in ev.turns]
-            self.pending.setdefault((ev.env_id, ev.round), []).append(
-                _Play(rec.envelope.event_id, ev.policy_version, float(ev.episode_reward), [g for g in gens if g is not None],
-                      ev.round)
-            )
-        elif isinstance(ev, EnvironmentProposed):
-            self.proposals[ev.env_id] = _Proposal(
-                rec.envelope.event_id, ev.policy_version, ev.skill, self._generation(ev.generation)
-            )
-        elif isinstance(ev, EnvironmentValidated):
-            if not ev.accepted:
-                self.proposals.pop(ev.env_id, None)
-                for key in [k for k in self.pending if k[0] == ev.env_id]:
-                    del self.pending[key]
-        elif isinstance(ev, PolicyUpdated):
-            self.version_steps[ev.version] = ev.step
-        elif isinstance(ev, RegretEstimated):
-            plays = self.pending.pop((ev.env_id, ev.round), [])
-            proposal = self.proposals.pop(ev.env_id, None) if ev.designer_final else None
-            baseline = None
-            if ev.designer_final:
-                baseline = self.designer_baseline.observe(ev.skill, float(ev.designer_reward))
-            if rec.offset < self.trigger_from.get(rec.partition, 0):
-                self.already_trained += 1
-                return
-            if ev.rollout_ids:
-                wanted = set(ev.rollout_ids)
-                plays = [p for p in plays if p.event_id in wanted]
-            self.ready[(ev.env_id, ev.round)] = ReadyGroup(
-                env_id=ev.env_id,
-                partition=rec.partition,
-                offset=rec.offset,
-                plays=plays,
-                proposal=proposal,
-                skill=ev.skill,
-                designer_reward=float(ev.designer_reward),
-                round=ev.round,
-                designer_baseline=baseline,
-            )
+        if ev.rollout_ids:
+            wanted = set(ev.rollout_ids)
+            plays = [p for p in plays if p.event_id in wanted]
+        self.ready[(ev.env_id, ev.round)] = ReadyGroup(
+            env_id=ev.env_id,
+            partition=rec.partition,
+            offset=rec.offset,
+            plays=plays,
+            proposal=proposal,
+            skill=ev.skill,
+            designer_reward=float(ev.designer_reward),
+            round=ev.round,
+            designer_baseline=baseline,
+        )
+
+    HANDLERS = {
+        RolloutCompleted: _play,
+        EnvironmentProposed: _proposed,
+        EnvironmentValidated: _validated,
+        PolicyUpdated: _updated,
+        RegretEstimated: _estimated,
+    }
 
     def take(self, n: int) -> list[ReadyGroup]:
         """Remove and return up to ``n`` ready groups, oldest first."""
