@@ -213,7 +213,7 @@ def test_the_coin_reward_control_replaces_play_rewards_and_is_repeatable():
     assert [s.advantage for s in again] == [s.advantage for s in coin_samples]
 
 
-def test_the_assembler_reads_through_the_log_readers_rules(tmp_path):
+def test_the_assembler_reads_through_the_log_readers_rules(tmp_path, caplog):
     """BatchAssembler is a LogReader: it decodes plays whole (their turns' tokens), where a
     projection folding the same record first got its summary from the shared decode cache; an
     unreadable event (a malformed payload) and a play whose offloaded tokens are gone are counted
@@ -245,3 +245,8 @@ def test_the_assembler_reads_through_the_log_readers_rules(tmp_path):
     reasons = asm.skipped
     assert reasons.get("malformed RolloutCompleted") == 1, reasons
     assert sum(v for k, v in reasons.items() if k.startswith("error RolloutCompleted")) == 1, reasons
+    warned = [r.getMessage() for r in caplog.records if "not trained on" in r.getMessage()]
+    assert len(warned) == 2 and any("bad-1" in m and "malformed" in m for m in warned), warned
+    asm.observe(Record(0, 101, malformed, b""))  # delivered again: counted and said once
+    assert asm.skipped.get("malformed RolloutCompleted") == 1
+    assert len([r for r in caplog.records if "not trained on" in r.getMessage()]) == 2

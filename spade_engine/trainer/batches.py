@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ from .checkpoints import version_step
 from .losses import centre_per_skill, group_advantages, is_zero_variance
 
 __all__ = ["TrainSample", "ReadyGroup", "BatchStats", "BatchAssembler", "build_samples", "coin_reward"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -176,8 +179,15 @@ class BatchAssembler(LogReader):
 
     def observe(self, rec: Record) -> None:
         """Fold one record (:meth:`LogReader.apply`). Never raises on events it cannot read (they
-        are counted)."""
+        are counted, and each is logged once as a warning)."""
         self.apply(rec)
+
+    def skip(self, record: Record, reason: str) -> None:
+        """Count the record as not trained on, and say so: a play left out changes its group."""
+        if record.envelope.event_id not in self._skipped.by_event:
+            logger.warning("trainer: %s %s at %d:%d not trained on (%s)", record.envelope.type, record.envelope.event_id,
+                           record.partition, record.offset, reason)
+        super().skip(record, reason)
 
     def _play(self, rec: Record, ev: RolloutCompleted) -> None:
         if ev.hinted:
