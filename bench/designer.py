@@ -150,7 +150,7 @@ def run_arm(
             st.validated.error_kind or "?" for st in final if st.proposed.attempt > 0 and not st.accepted  # type: ignore[union-attr]
         )
         prompts = [st.proposed.prompt for st in first]  # type: ignore[union-attr]
-        system = (ctx.designer_prompt or stages.prompt_builder(ctx.cfg))(skill="arithmetic", difficulty=0.5, document_text="")[0]["content"]
+        system = (ctx.designer_prompt or stages.prompt_builder(ctx.cfg.loop))(skill="arithmetic", difficulty=0.5, document_text="")[0]["content"]
     res = {
         "n": n,
         "valid_first_try": valid_first / n,

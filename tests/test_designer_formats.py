@@ -18,7 +18,7 @@ def test_each_formats_prompt_is_recognised_as_that_format(name: str) -> None:
     user = fmt.messages(skill="arithmetic", difficulty=0.5, document_text="DOC")[-1]["content"]
     assert format_of_prompt(user) is fmt
     cfg = load_config(overrides={"loop.designer_format": name}, environ={})
-    assert prompt_builder(cfg) is fmt.messages
+    assert prompt_builder(cfg.loop) is fmt.messages
 
 
 def test_only_the_puzzle_writes_the_start_of_the_reply_and_reduces_the_code() -> None:

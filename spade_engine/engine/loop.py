@@ -293,7 +293,7 @@ class Engine:
 
     def _design(self, repairs: list[EnvState], n: int, room: int | None) -> None:
         """One design batch: the repairs waiting, then new slots up to ``loop.designer_batch``."""
-        batch = stages.designer_batch(self.cfg, self.ctx.policy)
+        batch = stages.designer_batch(self.cfg.loop)
         repairs = repairs[:batch]
         free = batch - len(repairs)
         count = free if room is None else min(free, room)

@@ -373,7 +373,7 @@ class DesignerWorker:
             self.emit(payload)
             self.stats.inputs += 1
         max_envs = eng.cfg.loop.env_bound
-        batch = stages.designer_batch(eng.cfg, eng.ctx.policy)
+        batch = stages.designer_batch(eng.cfg.loop)
         while not self.stop_event.is_set():
             eng.state.refresh(eng.log)
             load_latest_policy(eng.ctx.policy, eng.state, eng.blobs)

@@ -182,7 +182,7 @@ def describe_engine(engine: Engine, cfg: EngineConfig) -> None:
     if policy_backend(cfg.policy.kind).needs_model and str(engine.ctx.policy.describe().get("device", "")) == "cpu":
         note(styled((
             f"{cfg.policy.model} runs on the CPU ({cfg.policy.kind}): a designer batch of "
-            f"{designer_batch(cfg, engine.ctx.policy)} proposals (up to {cfg.policy.generation.designer.max_new_tokens} "
+            f"{designer_batch(cfg.loop)} proposals (up to {cfg.policy.generation.designer.max_new_tokens} "
             "new tokens each) takes a minute or more; the panel shows tokens/s and an ETA", "dim")))
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 import numpy as np
 
 from ...archive.examples import MemoryExamples
-from ...config import EngineConfig
+from ...config import EngineConfig, GenerationConfig
 from ...policy.protocol import Policy, PolicyRequest, Role, Sample
 from ...policy.request_context import RequestContext
 from ..corpus import Corpus
@@ -175,7 +175,7 @@ class StageContext:
 
     def settings(self, role: str) -> RoleSettings:
         """The generation settings of ``role`` as PolicyRequest fields."""
-        return role_settings(self.cfg, role)
+        return role_settings(self.cfg.policy.generation, role)
 
     def open_session(self, code: str) -> AbstractContextManager[Session]:
         """A sandbox session on ``code`` with the run's step timeout and turn budget."""
@@ -187,7 +187,7 @@ class StageContext:
         """The policy's samples for ``requests`` (one batched call), timed into ``timings.policy``.
         A request without its own temperature or token limit gets its role's from
         ``policy.generation`` (:meth:`~spade_engine.config.GenerationConfig.for_role`)."""
-        requests = [_role_defaults(r, self.cfg) for r in requests]
+        requests = [_role_defaults(r, self.cfg.policy.generation) for r in requests]
         t0 = time.perf_counter()
         try:
             return self.policy.generate(list(requests))
@@ -214,20 +214,20 @@ class StageContext:
             self.timings.embedding += time.perf_counter() - t0
 
 
-def role_settings(cfg: EngineConfig, role: str) -> RoleSettings:
+def role_settings(generation: GenerationConfig, role: str) -> RoleSettings:
     """The generation settings of ``role`` (``[policy.generation.<role>]``) as PolicyRequest fields."""
-    g = cfg.policy.generation.for_role(role)
+    g = generation.for_role(role)
     return {
         "max_new_tokens": g.max_new_tokens, "temperature": g.temperature, "top_p": g.top_p,
         "stop": tuple(g.stop), "enable_thinking": g.enable_thinking,
     }
 
 
-def _role_defaults(req: PolicyRequest, cfg: EngineConfig) -> PolicyRequest:
+def _role_defaults(req: PolicyRequest, generation: GenerationConfig) -> PolicyRequest:
     """``req`` with every generation field it leaves unset (None, or no stop strings) taken from
     its role's section."""
     try:
-        settings = role_settings(cfg, req.role)
+        settings = role_settings(generation, req.role)
     except ValueError:
         return req  # a role without a section (an evaluation request) keeps the backend's settings
     fill: dict[str, Any] = {k: v for k, v in settings.items() if getattr(req, k) in (None, ()) and v not in (None, ())}

@@ -162,7 +162,7 @@ def design_job(
             skill, query_vec=qv, k=max(1, ctx.cfg.memory.neighbours), band=(ctx.cfg.reward.band_low, ctx.cfg.reward.band_high)
         )
     shown_examples = code_examples(ctx, examples_pool, skill=skill, env_id=env_id, index=index)
-    prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg)
+    prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg.loop)
 
     def build(ex: list[CodeExample], text: str) -> list[dict[str, str]]:
         return prompt_fn(
@@ -223,7 +223,7 @@ def repair_job(
 ) -> DesignJob:
     """The request sending a rejected candidate back to the designer with the verdict: the
     validator's failed check, a truncated completion, or a near-copy ("too close to X")."""
-    prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg)
+    prompt_fn = ctx.designer_prompt or prompt_builder(ctx.cfg.loop)
     system = prompt_fn(skill=failed.skill, difficulty=failed.difficulty, document_text="")[0]["content"]
     base = [{"role": "system", "content": system}, {"role": "user", "content": failed.prompt}]
     # the format the failed proposal was asked in (read from its prompt when it did not record it)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ...config import EngineConfig
-from ...policy.protocol import Policy
+from ...config import LoopConfig
 from ...sandbox.scaffold import code_format
 from ..corpus import truncate_tokens
 from ..designer import CodeExample
@@ -34,7 +33,7 @@ def code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str,
     if not pool or k <= 0:
         return []
     other = [e for e in pool if e.skill != skill] or list(pool)
-    batch = max(1, designer_batch(ctx.cfg, ctx.policy))
+    batch = max(1, designer_batch(ctx.cfg.loop))
     shared = pool[derive_seed(ctx.seed, "examples", index // batch) % len(pool)]  # the same for the whole batch
     chosen = [shared] if shared in other else []
     rest = [e for e in other if e not in chosen]
@@ -43,21 +42,21 @@ def code_examples(ctx: StageContext, pool: Sequence[CodeExample], *, skill: str,
     return chosen
 
 
-def prompt_builder(cfg: EngineConfig) -> Callable[..., list[dict[str, str]]]:
+def prompt_builder(loop: LoopConfig) -> Callable[..., list[dict[str, str]]]:
     """The designer prompt of ``loop.designer_format``: a standalone environment, a TextGame game
     or a puzzle."""
-    return designer_format(cfg.loop.designer_format).messages
+    return designer_format(loop.designer_format).messages
 
 
 DEFAULT_DESIGNER_BATCH = 4
 
 
-def designer_batch(cfg: EngineConfig, policy: Policy | None) -> int:
+def designer_batch(loop: LoopConfig) -> int:
     """``loop.designer_batch``, or its default, 4 (for the simulation too: a batch's proposals are
     validated together and embedded in one call, and its ids and seeds belong to slots, so the
     batch size changes no proposal)."""
-    if cfg.loop.designer_batch is not None:
-        return cfg.loop.designer_batch
+    if loop.designer_batch is not None:
+        return loop.designer_batch
     return DEFAULT_DESIGNER_BATCH
 
 
