@@ -193,22 +193,137 @@ def play_episodes(
                 )
             )
         return out
-    base = context if context is not None else PlayContext(skill="", difficulty=0.5)
-    settings = dict(settings or {})
-    eps = [_Episode(spec=s) for s in specs]
-    results: list[RolloutCompleted] = []
+    plays = _Lockstep(
+        env_id=env_id, specs=specs, policy_version=policy_version, hint=hint,
+        context=context if context is not None else PlayContext(skill="", difficulty=0.5),
+        timeout_errors=timeout_errors, crash_errors=crash_errors, on_done=on_done, settings=dict(settings or {}),
+        system_prompt=AGENT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
+    )
+    try:
+        plays.open_all(open_session)
+        for turn in range(turn_limit):
+            live = plays.live()
+            if not live or should_stop():
+                break
+            samples = generate(plays.requests(live, turn))
+            for ep, sample in zip(live, samples):
+                plays.take_turn(ep, sample)
+        if not should_stop():
+            plays.end_at_turn_limit()
+    finally:
+        plays.close()
+    return plays.results
 
-    def finish(ep: _Episode) -> None:
+
+class _Lockstep:
+    """The plays of one :func:`play_episodes` call: opening their sessions, the requests of a
+    turn, what a reply does to its play, and each finished play's RolloutCompleted."""
+
+    def __init__(
+        self, *, env_id: str, specs: Sequence[PlaySpec], policy_version: str, hint: str | None, context: PlayContext,
+        timeout_errors: tuple[type[BaseException], ...], crash_errors: tuple[type[BaseException], ...],
+        on_done: Callable[[RolloutCompleted, float], None] | None, settings: dict[str, Any], system_prompt: str,
+    ):
+        self.env_id, self.policy_version, self.hint, self.context = env_id, policy_version, hint, context
+        self.timeout_errors, self.crash_errors, self.on_done = timeout_errors, crash_errors, on_done
+        self.settings, self.system_prompt = settings, system_prompt
+        self.eps = [_Episode(spec=s) for s in specs]
+        self.results: list[RolloutCompleted] = []
+
+    def open_all(self, open_session: SessionFactory) -> None:
+        """Open and reset every play; one that fails is finished with its error."""
+        for ep in self.eps:
+            ep.started = time.perf_counter()
+            t0 = time.perf_counter()
+            try:
+                ep.cm = open_session()
+                ep.session = ep.cm.__enter__()
+                obs, _info = ep.session.reset(seed=ep.spec.seed)
+            except Exception as exc:  # noqa: BLE001
+                ep.sandbox_seconds += time.perf_counter() - t0
+                self.fail(ep, exc)
+                continue
+            ep.sandbox_seconds += time.perf_counter() - t0
+            ep.last_obs = str(obs)
+            ep.messages = [
+                {"role": "system", "content": self.system_prompt},
+                {"role": "user", "content": first_user_message(str(obs), self.hint if ep.spec.hinted else None)},
+            ]
+
+    def live(self) -> list[_Episode]:
+        return [ep for ep in self.eps if not ep.done]
+
+    def requests(self, live: list[_Episode], turn: int) -> list[PolicyRequest]:
+        """One agent request per live play: its conversation, its context and its seed."""
+        return [
+            PolicyRequest(
+                role="agent",
+                messages=list(ep.messages),
+                context=dataclasses.replace(
+                    self.context, env_id=self.env_id, play_seed=ep.spec.seed, hinted=ep.spec.hinted,
+                    hint=self.hint if ep.spec.hinted else None, turn=turn, observation=ep.last_obs,
+                ),
+                seed=(ep.spec.seed * 1009 + turn) & 0x7FFFFFFF,
+                **self.settings,
+            )
+            for ep in live
+        ]
+
+    def take_turn(self, ep: _Episode, sample: Sample) -> None:
+        """Send the reply's action to the play's environment and record the turn; a reply cut by
+        the token limit or the window is recorded but not sent, and ends the play."""
+        action = to_action(sample.text)[:MAX_ACTION_CHARS]  # what is sent is what is recorded
+        if sample.finish_reason in ("length", "context"):
+            if sample.completion_token_ids or sample.text:
+                ep.turns.append(
+                    Turn(observation=ep.last_obs, action=action, reward=0.0, truncated=True, generation=sample.generation())
+                )
+            ep.truncated = True
+            ep.end_reason = "agent_length" if sample.finish_reason == "length" else "context"
+            self.finish(ep)
+            return
+        t0 = time.perf_counter()
+        try:
+            obs, reward, term, trunc, _info = ep.session.step(action)
+        except Exception as exc:  # noqa: BLE001
+            ep.sandbox_seconds += time.perf_counter() - t0
+            ep.turns.append(
+                Turn(observation=ep.last_obs, action=action, reward=0.0, generation=sample.generation(),
+                     step_seconds=round(time.perf_counter() - t0, 6))
+            )
+            self.fail(ep, exc)
+            return
+        dt = time.perf_counter() - t0
+        ep.sandbox_seconds += dt
+        ep.turns.append(
+            Turn(observation=ep.last_obs, action=action, reward=float(reward), terminated=bool(term),
+                 truncated=bool(trunc), generation=sample.generation(), step_seconds=round(dt, 6))
+        )
+        ep.last_obs = str(obs)
+        ep.messages.append({"role": "assistant", "content": sample.text})
+        ep.messages.append({"role": "user", "content": str(obs)})
+        if term or trunc:
+            ep.terminated, ep.truncated = bool(term), bool(trunc)
+            self.finish(ep)
+
+    def end_at_turn_limit(self) -> None:
+        for ep in self.live():
+            ep.truncated = True
+            ep.end_reason = "turn_limit"
+            self.finish(ep)
+
+    def finish(self, ep: _Episode) -> None:
+        """Close the play's session and hand over its RolloutCompleted (bounded)."""
         ep.done = True
         _close(ep)
         ep.seconds = time.perf_counter() - ep.started
         last = ep.turns[-1].reward if ep.turns else None
         payload = RolloutCompleted(
-            env_id=env_id,
-            play_id=f"{env_id}/{'h' if ep.spec.hinted else 'p'}{ep.spec.index}",
+            env_id=self.env_id,
+            play_id=f"{self.env_id}/{'h' if ep.spec.hinted else 'p'}{ep.spec.index}",
             hinted=ep.spec.hinted,
             seed=ep.spec.seed,
-            policy_version=policy_version,
+            policy_version=self.policy_version,
             episode_reward=episode_reward(last, ep.terminated),
             turns=ep.turns,
             terminated=ep.terminated,
@@ -220,109 +335,24 @@ def play_episodes(
             end_reason=ep.end_reason or ("terminated" if ep.terminated else "truncated"),
         )
         payload = bound_rollout(payload)  # the last re-check of what came out of the sandbox
-        results.append(payload)
-        if on_done is not None:
-            on_done(payload, ep.sandbox_seconds)
+        self.results.append(payload)
+        if self.on_done is not None:
+            self.on_done(payload, ep.sandbox_seconds)
 
-    def fail(ep: _Episode, exc: BaseException) -> None:
-        if timeout_errors and isinstance(exc, timeout_errors):
+    def fail(self, ep: _Episode, exc: BaseException) -> None:
+        """Finish the play with the error that ended it (a step timeout, a sandbox crash, other)."""
+        if self.timeout_errors and isinstance(exc, self.timeout_errors):
             ep.step_timeout = True
             ep.error = f"step timeout: {exc}"
             ep.end_reason = "step_timeout"
-        elif crash_errors and isinstance(exc, crash_errors):
+        elif self.crash_errors and isinstance(exc, self.crash_errors):
             ep.error = f"sandbox crash: {exc}"
             ep.end_reason = "sandbox_crash"
         else:
             ep.error = f"{type(exc).__name__}: {exc}"
             ep.end_reason = "error"
-        finish(ep)
+        self.finish(ep)
 
-    try:
-        for ep in eps:  # open and reset every play
-            ep.started = time.perf_counter()
-            t0 = time.perf_counter()
-            try:
-                ep.cm = open_session()
-                ep.session = ep.cm.__enter__()
-                obs, _info = ep.session.reset(seed=ep.spec.seed)
-            except Exception as exc:  # noqa: BLE001
-                ep.sandbox_seconds += time.perf_counter() - t0
-                fail(ep, exc)
-                continue
-            ep.sandbox_seconds += time.perf_counter() - t0
-            ep.last_obs = str(obs)
-            ep.messages = [
-                {"role": "system", "content": AGENT_SYSTEM_PROMPT if system_prompt is None else system_prompt},
-                {"role": "user", "content": first_user_message(str(obs), hint if ep.spec.hinted else None)},
-            ]
-        for turn in range(turn_limit):
-            live = [ep for ep in eps if not ep.done]
-            if not live or should_stop():
-                break
-            requests = [
-                PolicyRequest(
-                    role="agent",
-                    messages=list(ep.messages),
-                    context=dataclasses.replace(
-                        base, env_id=env_id, play_seed=ep.spec.seed, hinted=ep.spec.hinted,
-                        hint=hint if ep.spec.hinted else None, turn=turn, observation=ep.last_obs,
-                    ),
-                    seed=(ep.spec.seed * 1009 + turn) & 0x7FFFFFFF,
-                    **settings,
-                )
-                for ep in live
-            ]
-            samples: list[Sample] = generate(requests)
-            for ep, sample in zip(live, samples):
-                action = to_action(sample.text)[:MAX_ACTION_CHARS]  # what is sent is what is recorded
-                if sample.finish_reason in ("length", "context"):
-                    # cut by the token limit or the window: not sent to the environment
-                    if sample.completion_token_ids or sample.text:
-                        ep.turns.append(
-                            Turn(observation=ep.last_obs, action=action, reward=0.0, truncated=True,
-                                 generation=sample.generation())
-                        )
-                    ep.truncated = True
-                    ep.end_reason = "agent_length" if sample.finish_reason == "length" else "context"
-                    finish(ep)
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    obs, reward, term, trunc, _info = ep.session.step(action)
-                except Exception as exc:  # noqa: BLE001
-                    ep.sandbox_seconds += time.perf_counter() - t0
-                    ep.turns.append(
-                        Turn(observation=ep.last_obs, action=action, reward=0.0, generation=sample.generation(),
-                             step_seconds=round(time.perf_counter() - t0, 6))
-                    )
-                    fail(ep, exc)
-                    continue
-                dt = time.perf_counter() - t0
-                ep.sandbox_seconds += dt
-                ep.turns.append(
-                    Turn(
-                        observation=ep.last_obs,
-                        action=action,
-                        reward=float(reward),
-                        terminated=bool(term),
-                        truncated=bool(trunc),
-                        generation=sample.generation(),
-                        step_seconds=round(dt, 6),
-                    )
-                )
-                ep.last_obs = str(obs)
-                ep.messages.append({"role": "assistant", "content": sample.text})
-                ep.messages.append({"role": "user", "content": str(obs)})
-                if term or trunc:
-                    ep.terminated, ep.truncated = bool(term), bool(trunc)
-                    finish(ep)
-        if not should_stop():
-            for ep in eps:
-                if not ep.done:  # turn limit reached
-                    ep.truncated = True
-                    ep.end_reason = "turn_limit"
-                    finish(ep)
-    finally:
-        for ep in eps:
+    def close(self) -> None:
+        for ep in self.eps:
             _close(ep)
-    return results
