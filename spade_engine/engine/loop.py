@@ -30,13 +30,13 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import __version__
 from ..blobs import BlobStore
 from ..config import EngineConfig
 from ..errors import SpadeError
-from ..events.catalogue import EventPayload, PolicyLoaded, RunStarted, RunStopped
+from ..events.catalogue import EventPayload, PolicyLoaded, PolicyUpdated, RunStarted, RunStopped
 from ..events.codec import make_envelope
 from ..errors import DiskFull, disk_full, is_disk_full
 from .offload import fit_event
@@ -52,6 +52,24 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Engine", "EngineLock", "RunAlreadyActive"]
 
 PRODUCER = "engine"
+
+
+class InProcessTrainer(Protocol):
+    """What the engine asks of the trainer it trains with between environments
+    (:class:`~spade_engine.trainer.loop.Trainer`; the engine never imports the trainer)."""
+
+    #: the versions it published, oldest first
+    updates: list[PolicyUpdated]
+
+    @property
+    def evaluator(self) -> object | None:
+        """Its held-out evaluator, if it has one (``eval.every``)."""
+        ...
+
+    def run(self, *, flush: bool = True) -> list[PolicyUpdated]:
+        """Train on the complete groups the log holds (``flush``: also a last partial batch);
+        the versions published."""
+        ...
 
 
 class RunAlreadyActive(SpadeError):
@@ -134,13 +152,13 @@ class Engine:
     log: EventLog
     cfg: EngineConfig
     ctx: stages.StageContext
-    runner: Any = None
+    runner: EmbeddedRunner | None = None
     blobs: BlobStore | None = None
     on_progress: Callable[[RunState], None] | None = None
     parent_run_id: str | None = None
     #: an in-process trainer (``trainer.enabled``): ``run(flush=...)`` trains on the groups the log
     #: holds and returns the PolicyUpdated it published; called before each new environment
-    trainer: Any = None
+    trainer: InProcessTrainer | None = None
     #: where new environments come from (default: the designer); curriculum replay sets it
     proposer: Callable[["Engine", int], EventPayload] | None = None
     state: RunState = field(init=False)
