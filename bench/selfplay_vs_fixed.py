@@ -126,7 +126,7 @@ def common_overrides(a: argparse.Namespace) -> dict[str, Any]:
         "eval.every": a.eval_every or 1_000_000, "eval.suites": ["reasoning-gym:" + ",".join([*a.eval_tasks, *a.train_tasks])],
         "eval.size": a.eval_size, "eval.seed": a.eval_seed, "eval.max_new_tokens": a.eval_max_new_tokens,
         "eval.batch_size": 32, "eval.base": False,
-        "sandbox.workers": a.plays * a.concurrent_envs + 1,
+        "sandbox.workers": (a.plays + 1) * a.concurrent_envs,  # the hinted play too: every play of a round decodes together
     }
 
 
