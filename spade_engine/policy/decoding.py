@@ -48,13 +48,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from transformers import StaticCache
+    from transformers import Cache, StaticCache
 
 __all__ = ["Completion", "BatchSampler", "sample_tokens", "hash_uniform", "trim_at_stop", "StepReport", "TOP_P_CANDIDATES"]
 
@@ -190,6 +190,90 @@ def padded_causal_mask(real: torch.Tensor) -> torch.Tensor:
     causal = q[None, :] <= q[:, None]
     eye = torch.eye(n, dtype=torch.bool, device=real.device)
     return ((causal[None] & real[:, None, :]) | eye[None])[:, None]
+
+
+@dataclass
+class _DecodeRows:
+    """The rows of one :meth:`BatchSampler.sample` call while it decodes: every row's output
+    tokens, log-probs and counters (indexed by the original row), and the batch's ``active`` rows
+    (original indices; finished rows are dropped from it when the batch is compacted) with their
+    current token, cache mask, last prompt position and noise keys."""
+
+    toks: torch.Tensor  # (B, n_new)
+    lps: torch.Tensor  # (B, n_new)
+    done: torch.Tensor  # (B,)
+    hit_eos: torch.Tensor  # (B,)
+    limit: torch.Tensor  # (B,)
+    n_out: torch.Tensor  # (B,)
+    eos: torch.Tensor
+    pad_id: int
+    active: torch.Tensor  # original row of each batch row
+    keep: torch.Tensor  # (active, L)
+    last_pos: torch.Tensor  # (active,)
+    keys: torch.Tensor | None  # (active,) counter-based noise keys, or None
+    tok: torch.Tensor | None = None  # (active,) the token fed next
+    stopped: set[int] = field(default_factory=set)
+
+    @classmethod
+    def start(
+        cls, limits: list[int], *, n_new: int, pad_id: int, eos_ids: Sequence[int], keep: torch.Tensor,
+        last_pos: torch.Tensor, row_seeds: Sequence[int] | None,
+    ) -> "_DecodeRows":
+        device = keep.device
+        B = len(limits)
+        keys = None
+        if row_seeds is not None:
+            keys = _mix(torch.tensor([int(s) & 0x7FFFFFFFFFFFFFFF for s in row_seeds], dtype=torch.long, device=device))
+        return cls(
+            toks=torch.full((B, n_new), pad_id, dtype=torch.long, device=device),
+            lps=torch.zeros((B, n_new), dtype=torch.float32, device=device),
+            done=torch.zeros(B, dtype=torch.bool, device=device),
+            hit_eos=torch.zeros(B, dtype=torch.bool, device=device),
+            limit=torch.tensor(limits, dtype=torch.long, device=device),
+            n_out=torch.zeros(B, dtype=torch.long, device=device),
+            eos=torch.tensor(list(eos_ids) or [-1], dtype=torch.long, device=device),
+            pad_id=pad_id, active=torch.arange(B, device=device), keep=keep, last_pos=last_pos, keys=keys,
+        )
+
+    def next_uniform(self) -> torch.Tensor | None:
+        """This step's uniform per active row from its key (``None``: the generator draws)."""
+        if self.keys is None:
+            return None
+        uniform = hash_uniform(self.keys)
+        self.keys = self.keys + _STEP  # the next step's keys (wrapping int64)
+        return uniform
+
+    def record(self, tok: torch.Tensor, lp: torch.Tensor, t: int) -> None:
+        """Record step ``t``'s sampled tokens of the active rows (finished rows get the pad token
+        and no count) and mark rows that hit an EOS token or their limit as done."""
+        rows = self.active
+        live = ~self.done[rows]
+        tok = torch.where(live, tok, torch.full_like(tok, self.pad_id))
+        self.toks[rows, t] = tok
+        self.lps[rows, t] = lp
+        self.n_out[rows] += live.long()
+        is_eos = torch.isin(tok, self.eos) & live
+        self.hit_eos[rows] |= is_eos
+        self.done[rows] |= is_eos | (self.n_out[rows] >= self.limit[rows])
+        self.tok = tok
+
+    def select(self, idx: torch.Tensor) -> None:
+        """Keep only the active rows at ``idx`` (positions in the current batch)."""
+        assert self.tok is not None
+        self.active, self.tok, self.keep, self.last_pos = self.active[idx], self.tok[idx], self.keep[idx], self.last_pos[idx]
+        if self.keys is not None:
+            self.keys = self.keys[idx]
+
+    def completions(self, steps: int) -> list[Completion]:
+        toks = self.toks[:, :steps].tolist()
+        lps = self.lps[:, :steps].tolist()
+        counts = self.n_out.tolist()
+        eos = self.hit_eos.tolist()
+        out = []
+        for i, n in enumerate(counts):
+            reason = "stop" if eos[i] else ("stop_string" if i in self.stopped else "length")
+            out.append(Completion(token_ids=toks[i][:n], logprobs=lps[i][:n], finish_reason=reason))
+        return out
 
 
 class BatchSampler:
@@ -340,33 +424,78 @@ class BatchSampler:
         on_progress: Callable[[StepReport], None] | None,
         slice_kv: bool,
     ) -> list[Completion]:
+        """Prefill, then decode one token of every live row per step until all rows are done."""
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("empty prompt: every prompt needs at least one token")
         t_start = time.perf_counter()
-        device = self.device
         B = len(prompts)
         P = max(len(p) for p in prompts)
         limits = [int(max_new_tokens)] * B if isinstance(max_new_tokens, int) else [int(n) for n in max_new_tokens]
         if len(limits) != B or min(limits) < 1:
             raise ValueError("max_new_tokens: one positive limit, or one per prompt")
+        if row_seeds is not None and temperature > 0 and len(row_seeds) != B:
+            raise ValueError("row_seeds: one seed per prompt")
         n_new = max(limits)
         L = -(-(P + n_new) // self.bucket) * self.bucket
+        ids, pos, keep = self._padded(prompts, P, L)
+        logits, cache = self._prefill(prompts, ids, pos, keep)
+        prefill_s = time.perf_counter() - t_start
+
+        rows = _DecodeRows.start(
+            limits, n_new=n_new, pad_id=self.pad_id, eos_ids=self.eos_ids, keep=keep, last_pos=pos[:, -1],
+            row_seeds=row_seeds if temperature > 0 else None,
+        )
+        compact = self.static_cache and not self.compile  # drop finished rows from the batch
+        storing = self.static_cache and self.prefix_cache is not None and self.prefix_cache.max_tokens > 0
+        step_fn = self._step_fn()
+        ar = torch.arange(L, device=ids.device)
+        steps = 0
+        for t in range(n_new):
+            tok, lp = sample_tokens(logits, temperature, top_p, generator, uniform=rows.next_uniform())
+            rows.record(tok, lp, t)
+            steps = t + 1
+            if t == n_new - 1:
+                break
+            if (t + 1) % self.check_every == 0:  # the loop's one host sync
+                if stop_check is not None:
+                    rows.done = self._check_stops(rows.toks, rows.n_out, rows.done, t + 1, stop_check, stop_window, rows.stopped)
+                if on_progress is not None:
+                    self._report(on_progress, t + 1, n_new, rows.done, rows.n_out, prompts, prefill_s, t_start)
+                if bool(rows.done.all()):
+                    break
+                if compact:
+                    self._compact(cache, rows, prompts, P, storing=storing)
+            logits = self._next_logits(step_fn, cache, rows, t, P, L, ar, slice_kv=slice_kv)
+        if on_progress is not None:
+            self._report(on_progress, steps, n_new, rows.done, rows.n_out, prompts, prefill_s, t_start)
+        if storing:
+            self._store_rows(cache, rows.active, torch.ones(len(rows.active), dtype=torch.bool, device=ids.device), prompts, rows.toks, rows.n_out, P)
+        return rows.completions(steps)
+
+    def _padded(self, prompts: Sequence[Sequence[int]], P: int, L: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The prompts left-padded to ``P`` tokens: ids ``(B, P)``, positions ``(B, P)`` (each
+        prompt's from 0) and the cache's ``keep`` mask ``(B, L)`` (its real prompt positions)."""
+        B = len(prompts)
         ids = torch.full((B, P), self.pad_id, dtype=torch.long)
         keep = torch.zeros((B, L), dtype=torch.bool)
         for i, p in enumerate(prompts):
             ids[i, P - len(p):] = torch.tensor(list(p), dtype=torch.long)
             keep[i, P - len(p):] = True
-        ids, keep = ids.to(device), keep.to(device)
+        ids, keep = ids.to(self.device), keep.to(self.device)
         pos = (keep[:, :P].long().cumsum(-1) - 1).clamp(min=0)
-        last_pos = pos[:, -1]
-        ar = torch.arange(L, device=device)
+        return ids, pos, keep
 
+    def _prefill(
+        self, prompts: Sequence[Sequence[int]], ids: torch.Tensor, pos: torch.Tensor, keep: torch.Tensor,
+    ) -> tuple[torch.Tensor, "Cache"]:
+        """The cache holding every prompt and the logits ``(B, V)`` after each prompt's last token.
+        With the static cache, prompts are prefilled in left-padded groups, or on their own
+        (reusing a cached prefix), straight into their slots of the batch's cache."""
+        B, P = ids.shape
         if self.static_cache:
-            # prompts are prefilled in left-padded groups, or on their own (reusing a cached
-            # prefix), straight into their slots of the batch's static cache
-            cache = self._get_cache(B, L)
+            cache = self._get_cache(B, keep.shape[1])
             last_logits: list[torch.Tensor | None] = [None] * B
             batched, alone = self._plan_prefill(prompts)
             for group in batched:
@@ -378,108 +507,50 @@ class BatchSampler:
                 last_logits[i] = lg
             for layer in cache.layers:
                 layer.cumulative_length.fill_(P)
-            logits = torch.cat([lg for lg in last_logits if lg is not None], dim=0)
-        else:
-            from transformers import DynamicCache
+            return torch.cat([lg for lg in last_logits if lg is not None], dim=0), cache
+        from transformers import DynamicCache
 
-            prefill_mask = padded_causal_mask(keep[:, :P])
-            cache = DynamicCache(config=self.model.config)
-            out = self.model(
-                input_ids=ids, position_ids=pos, attention_mask=prefill_mask, past_key_values=cache, use_cache=True,
-                logits_to_keep=1,
-            )
-            logits = out.logits[:, -1, :]
-            del out, prefill_mask
-        prefill_s = time.perf_counter() - t_start
+        prefill_mask = padded_causal_mask(keep[:, :P])
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(
+            input_ids=ids, position_ids=pos, attention_mask=prefill_mask, past_key_values=cache, use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1, :], cache
 
-        V = logits.shape[-1]
-        keys = None
-        if row_seeds is not None and temperature > 0:
-            if len(row_seeds) != B:
-                raise ValueError("row_seeds: one seed per prompt")
-            keys = torch.tensor([int(s) & 0x7FFFFFFFFFFFFFFF for s in row_seeds], dtype=torch.long, device=device)
-            keys = _mix(keys)
-        # outputs and bookkeeping per original row; ``rows`` maps the active batch to them
-        toks = torch.full((B, n_new), self.pad_id, dtype=torch.long, device=device)
-        lps = torch.zeros((B, n_new), dtype=torch.float32, device=device)
-        done = torch.zeros(B, dtype=torch.bool, device=device)
-        hit_eos = torch.zeros(B, dtype=torch.bool, device=device)
-        limit_t = torch.tensor(limits, dtype=torch.long, device=device)
-        n_out = torch.zeros(B, dtype=torch.long, device=device)
-        eos = torch.tensor(self.eos_ids or [-1], dtype=torch.long, device=device)
-        rows = torch.arange(B, device=device)
-        compact = self.static_cache and not self.compile  # drop finished rows from the batch
-        storing = self.static_cache and self.prefix_cache is not None and self.prefix_cache.max_tokens > 0
-        stopped: set[int] = set()
-        step = self._step_fn()
-        steps = 0
-        for t in range(n_new):
-            uniform = None
-            if keys is not None:
-                uniform = hash_uniform(keys)
-                keys = keys + _STEP  # the next step's keys (wrapping int64)
-            tok, lp = sample_tokens(logits, temperature, top_p, generator, uniform=uniform)
-            live = ~done[rows]
-            tok = torch.where(live, tok, torch.full_like(tok, self.pad_id))
-            toks[rows, t] = tok
-            lps[rows, t] = lp
-            n_out[rows] += live.long()
-            is_eos = torch.isin(tok, eos) & live
-            hit_eos[rows] |= is_eos
-            done[rows] |= is_eos | (n_out[rows] >= limit_t[rows])
-            steps = t + 1
-            if t == n_new - 1:
-                break
-            if (t + 1) % self.check_every == 0:
-                if stop_check is not None:
-                    done = self._check_stops(toks, n_out, done, t + 1, stop_check, stop_window, stopped)
-                if on_progress is not None:
-                    self._report(on_progress, t + 1, n_new, done, n_out, prompts, prefill_s, t_start)
-                if bool(done.all()):
-                    break
-                if compact:
-                    alive = ~done[rows]
-                    if not bool(alive.all()):
-                        if storing:
-                            self._store_rows(cache, rows, ~alive, prompts, toks, n_out, P)
-                        keep_idx = alive.nonzero()[:, 0]
-                        rows, tok, keep, last_pos = rows[keep_idx], tok[keep_idx], keep[keep_idx], last_pos[keep_idx]
-                        if keys is not None:
-                            keys = keys[keep_idx]
-                        for layer in cache.layers:
-                            layer.keys = layer.keys.index_select(0, keep_idx)
-                            layer.values = layer.values.index_select(0, keep_idx)
-                        self._cache = None  # its batch changed: never reuse it for another call
-            cur_pos = (last_pos + 1 + t)[:, None]
-            if self.static_cache:
-                if self.compile:
-                    torch.compiler.cudagraph_mark_step_begin()
-                    cur = torch.tensor(P + t, device=device)
-                    logits = step(tok[:, None], cur_pos, cur, keep, cache)
-                else:
-                    width = min(L, -(-(P + t + 1) // self.bucket) * self.bucket) if slice_kv else L
-                    mask = (keep[:, :width] & (ar[:width] <= P + t))[:, None, None, :]
-                    logits = self.model(
-                        input_ids=tok[:, None], position_ids=cur_pos, attention_mask=mask, past_key_values=cache, use_cache=True
-                    ).logits[:, -1, :]
-            else:
-                mask = keep[:, None, None, : P + t + 1]
-                logits = self.model(
-                    input_ids=tok[:, None], position_ids=cur_pos, attention_mask=mask, past_key_values=cache, use_cache=True
-                ).logits[:, -1, :]
-        if on_progress is not None:
-            self._report(on_progress, steps, n_new, done, n_out, prompts, prefill_s, t_start)
+    def _compact(self, cache: "Cache", rows: "_DecodeRows", prompts: Sequence[Sequence[int]], P: int, *, storing: bool) -> None:
+        """Drop the finished rows from the batch and the static cache (storing their prefixes
+        first when the prefix cache is on); the cache is never reused for another call."""
+        alive = ~rows.done[rows.active]
+        if bool(alive.all()):
+            return
         if storing:
-            self._store_rows(cache, rows, torch.ones(len(rows), dtype=torch.bool, device=device), prompts, toks, n_out, P)
-        toks_l = toks[:, :steps].tolist()
-        lps_l = lps[:, :steps].tolist()
-        n_l = n_out.tolist()
-        eos_l = hit_eos.tolist()
-        out_rows = []
-        for i in range(B):
-            reason = "stop" if eos_l[i] else ("stop_string" if i in stopped else "length")
-            out_rows.append(Completion(token_ids=toks_l[i][: n_l[i]], logprobs=lps_l[i][: n_l[i]], finish_reason=reason))
-        return out_rows
+            self._store_rows(cache, rows.active, ~alive, prompts, rows.toks, rows.n_out, P)
+        keep_idx = alive.nonzero()[:, 0]
+        rows.select(keep_idx)
+        for layer in cache.layers:
+            layer.keys = layer.keys.index_select(0, keep_idx)
+            layer.values = layer.values.index_select(0, keep_idx)
+        self._cache = None
+
+    def _next_logits(
+        self, step_fn: Callable[..., torch.Tensor], cache: "Cache", rows: "_DecodeRows", t: int, P: int, L: int, ar: torch.Tensor, *, slice_kv: bool,
+    ) -> torch.Tensor:
+        """Feed the active rows' token of step ``t`` and return the logits ``(rows, V)`` for the next."""
+        assert rows.tok is not None  # recorded by the step before
+        tok = rows.tok[:, None]
+        cur_pos = (rows.last_pos + 1 + t)[:, None]
+        if self.static_cache and self.compile:
+            torch.compiler.cudagraph_mark_step_begin()
+            return step_fn(tok, cur_pos, torch.tensor(P + t, device=tok.device), rows.keep, cache)
+        if self.static_cache:
+            width = min(L, -(-(P + t + 1) // self.bucket) * self.bucket) if slice_kv else L
+            mask = (rows.keep[:, :width] & (ar[:width] <= P + t))[:, None, None, :]
+        else:
+            mask = rows.keep[:, None, None, : P + t + 1]
+        return self.model(
+            input_ids=tok, position_ids=cur_pos, attention_mask=mask, past_key_values=cache, use_cache=True
+        ).logits[:, -1, :]
 
     def _store_rows(
         self, cache: Any, rows: torch.Tensor, which: torch.Tensor, prompts: Sequence[Sequence[int]], toks: torch.Tensor,
