@@ -353,7 +353,9 @@ def figures(result: dict[str, Any]) -> dict[str, bytes]:
 
 def render(r: dict[str, Any]) -> str:
     """The results page's body."""
-    stem = f"{r['provenance']['date']}-{r.get('report_name', 'learning')}"
+    from results_page import results_stem
+
+    stem = results_stem(r["provenance"]["date"], r.get("report_name", "learning"))
     g, d, rm = r["heldout_gain_ci95"], r["random_reward_gain_ci95"], r["real_minus_random_ci95"]
     lines = [
         f"Model `{r['model']}` (llama.cpp serving, LoRA r={r['lora_r']} trained by the engine's GRPO trainer), "
@@ -404,7 +406,11 @@ def main() -> None:
     ap.add_argument("--match", choices=("tokens", "updates"), default="tokens",
                     help="what D matches of R: trained tokens, or updates (same samples per update; a random reward "
                          "can shorten answers to a tenth, and then matching tokens takes D many more updates)")
-    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--lr", type=float, default=1e-4,
+                    help="LoRA learning rate. 1e-4: on the 0.5B's first batch of 32 answers a step moves the policy by "
+                         "KL 0.009 a token and raises the right answers most; 2e-4 (the default until 2026-12-05) moves it "
+                         "by 0.06 and lowers mostly the wrong ones, and the next answers ran longer and scored a tenth as "
+                         "often (bench/step_size.py, docs/results/2026-12-05-step-size.md)")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=320,

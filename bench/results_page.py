@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -45,14 +46,23 @@ def provenance(argv: list[str] | None = None) -> dict[str, Any]:
     }
 
 
+def results_stem(date: str, kind: str) -> str:
+    """``<date>-<kind>``, the name of a results page's files; a ``kind`` that already begins with
+    a date (``--report-name 2026-12-05-learning``) is not given a second one."""
+    undated = re.sub(r"^\d{4}-\d{2}-\d{2}-", "", kind) or kind
+    return f"{date}-{undated}"
+
+
 def write_results(kind: str, result: dict[str, Any], render: Callable[[dict[str, Any]], str], *,
                   argv: list[str] | None = None, out: Path = RESULTS, extra_files: dict[str, bytes] | None = None) -> Path:
     """Write the JSON and the page of one run; returns the page's path. A result that carries its
     own ``provenance`` (a benchmark records it when it starts, so a page written later from its
-    JSON names the command and commit that measured it) keeps it."""
+    JSON names the command and commit that measured it) keeps it. The files are named by
+    :func:`results_stem`."""
     out.mkdir(parents=True, exist_ok=True)
     data = {**result, "provenance": result.get("provenance") or provenance(argv)}
-    stem = f"{data['provenance']['date']}-{kind}"
+    stem = results_stem(data["provenance"]["date"], kind)
+    kind = stem[len(data["provenance"]["date"]) + 1:]
     (out / f"{stem}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     for name, blob in (extra_files or {}).items():
         (out / f"{stem}{name}").write_bytes(blob)

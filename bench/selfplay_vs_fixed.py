@@ -292,7 +292,11 @@ def main() -> None:
     ap.add_argument("--batch-groups", type=int, default=4, help="groups with reward variance per update")
     ap.add_argument("--updates", type=int, default=40, help="most updates per arm")
     ap.add_argument("--minutes", type=float, default=30.0, help="arm A's training time (B and D are matched on its trained tokens)")
-    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--lr", type=float, default=1e-4,
+                    help="LoRA learning rate. 1e-4: on the 0.5B's first batch of 32 answers a step moves the policy by "
+                         "KL 0.009 a token and raises the right answers most; 2e-4 (the default until 2026-12-05) moves it "
+                         "by 0.06 and lowers mostly the wrong ones, and the next answers ran longer and scored a tenth as "
+                         "often (bench/step_size.py, docs/results/2026-12-05-step-size.md)")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=256, help="tokens per training answer")

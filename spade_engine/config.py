@@ -459,6 +459,10 @@ class TrainerConfig(_Section):
         "none", description="agent advantages: reward - group mean, or z-scored per group (release: group_std)"
     )
     epochs: int = Field(1, ge=1, description="passes over each batch (PPO epochs; >1 makes the clip and the ratio act)")
+    shift_metrics: bool = Field(
+        True, description="after each update, score its samples once more (a forward pass, no gradients) and record how far "
+        "the policy moved on them: policy_shift_kl, logprob_shift_positive, logprob_shift_negative",
+    )
     minibatches: int = Field(1, ge=1, description="optimizer steps per epoch (the batch split into this many)")
     designer_baseline: Literal["window", "batch"] = Field(
         "window", description="designer advantage: reward - running mean of its skill's last designer_window rewards, or - batch mean per skill"
@@ -488,6 +492,10 @@ class TrainerConfig(_Section):
     lora_r: int = Field(16, ge=1, description="LoRA rank")
     lora_alpha: int = Field(32, ge=1, description="LoRA scaling alpha (the update is scaled by alpha / r)")
     lora_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the LoRA input")
+    lora_seed: int = Field(
+        0, description="seed of the LoRA adapters' random initialisation (lora_A; lora_B starts at zero), so a retrain "
+        "from the log, or a replay of an update (bench/step_size.py), starts from the same adapters",
+    )
     lora_target_modules: list[str] = Field(default_factory=list, description="empty: all linear layers")
     merged_weights: bool | None = Field(
         None, description="with lora: also record each version's merged weights (a full copy of the model, 2.5 GB for a "

@@ -54,6 +54,7 @@ CASES = {
                                         "load_average_start"]),
     "learning": (["--smoke"], ["heldout_gain", "random_reward_gain", "real_minus_random", "items", "trained_tokens",
                                "random_trained_tokens", "minutes"]),
+    "step_size": (["--smoke"], ["recorded_lr", "grad_norm_recorded", "grad_norm_replayed", "kl_recorded_lr", "samples"]),
     "inference": (["--smoke"], ["speedup_decode_b4", "speedup_prefill_b4", "bandwidth_share", "copy_gb_per_s"]),
     "startup": (["--reps", "1"], ["version_s", "help_s", "status_help_s", "start_help_s", "baseline_python_s",
                                    "baseline_all_imports_s", "help_speedup"]),
@@ -133,6 +134,8 @@ def test_a_results_page_written_later_from_a_runs_json_names_the_run_that_measur
     assert json.loads((tmp_path / "2026-12-01-learning-x.json").read_text())["provenance"] == measured
     fresh = write_results("other", {"heldout_gain": 0.1}, lambda r: "figures", argv=["bench/other.py"], out=tmp_path)
     assert "python3 bench/other.py" in fresh.read_text()
+    dated = write_results("2026-12-01-learning-y", {"heldout_gain": 0.1, "provenance": measured}, lambda r: "", out=tmp_path)
+    assert dated.name == "2026-12-01-learning-y.md"
 
 
 

@@ -12,6 +12,7 @@ from spade_engine.trainer.losses import (
     clipped_policy_loss,
     group_advantages,
     is_zero_variance,
+    policy_shift,
     tis_weights,
 )
 
@@ -82,3 +83,19 @@ def test_clipped_loss_with_importance_weights():
     assert loss.item() == pytest.approx(-(2.0 + 0.5))
     loss.backward()
     assert lp.grad.tolist() == [[-2.0, -0.5]]
+
+
+def test_policy_shift_hand_values():
+    # sample 0 (advantage +1): both tokens up by 0.1; sample 1 (advantage -0.5): one token down by 0.3;
+    # sample 2 (advantage 0): unchanged, counted in the KL only
+    before = [torch.tensor([-1.0, -2.0]), torch.tensor([-0.5]), torch.tensor([-3.0])]
+    after = [torch.tensor([-0.9, -1.9]), torch.tensor([-0.8]), torch.tensor([-3.0])]
+    out = policy_shift(before, after, [1.0, -0.5, 0.0])
+    k3 = lambda d: math.exp(d) - 1 - d  # noqa: E731
+    assert out["policy_shift_kl"] == pytest.approx((2 * k3(0.1) + k3(-0.3) + 0.0) / 4, rel=1e-5)
+    assert out["logprob_shift_positive"] == pytest.approx(0.1, rel=1e-5)
+    assert out["logprob_shift_negative"] == pytest.approx(-0.3, rel=1e-5)
+    none = policy_shift(before[2:], after[2:], [0.0])
+    assert none == {"policy_shift_kl": 0.0, "logprob_shift_positive": 0.0, "logprob_shift_negative": 0.0}
+    with pytest.raises(ValueError, match="2 before, 1 after"):
+        policy_shift(before[:2], after[:1], [1.0, 0.0])

@@ -79,6 +79,63 @@ def test_each_row_is_scored_at_its_roles_temperature():
     cfg = load_config(overrides={"policy.generation.designer.temperature": 1.3})
     assert cfg.policy.generation.trained_temperatures() == {"agent": 0.6, "designer": 1.3}
 
+def test_an_update_records_how_far_it_moved_the_policy_on_its_samples():
+    """trainer.shift_metrics: the update rescores its samples after the step and records the k3
+    KL and the mean log-prob change of positive- and negative-advantage tokens (checked against a
+    rescoring done here). On the tiny model a moderate step raises the positive answers and lowers
+    the negative ones; a step 50 times larger overshoots: the KL is far larger and the positive
+    answers fall too (what the 0.5B's update at lr 2e-4 did, 2026-12-05). A zero learning rate
+    moves nothing; with the option off the keys are absent."""
+    samples = _samples()
+    ids = torch.tensor([s.prompt_ids + s.completion_ids for s in samples])
+
+    def completion_lp(m):
+        with torch.no_grad():
+            return token_logprobs(m, ids, None)[:, 2:]
+
+    def update(lr, **kw):
+        # fp32: "auto" scores under bf16 autocast on a CPU with AVX512-BF16, which the rescoring here does not
+        tm = TrainModel(build_tiny_model(seed=0)[0], TrainerConfig(learning_rate=lr, device="cpu", precision="fp32", **kw),
+                        device=torch.device("cpu"))
+        before = completion_lp(tm.module)
+        m = train_on_samples(tm, samples)
+        return m, completion_lp(tm.module) - before
+
+    m, d = update(1e-3)
+    assert m["policy_shift_kl"] == pytest.approx(float((torch.exp(d) - 1 - d).mean()), rel=1e-3)
+    assert m["logprob_shift_positive"] == pytest.approx(float(d[1::2].mean()), rel=1e-3)
+    assert m["logprob_shift_negative"] == pytest.approx(float(d[0::2].mean()), rel=1e-3)
+    assert m["logprob_shift_positive"] > 0 > m["logprob_shift_negative"]
+    big, _ = update(5e-2)
+    assert big["policy_shift_kl"] > 10 * m["policy_shift_kl"]
+    assert big["logprob_shift_positive"] < 0 and big["logprob_shift_negative"] < 0
+    still, _ = update(0.0)
+    assert still["policy_shift_kl"] == pytest.approx(0.0, abs=1e-9) and still["logprob_shift_negative"] == pytest.approx(0.0, abs=1e-6)
+    off, _ = update(5e-2, shift_metrics=False)
+    assert "policy_shift_kl" not in off and "loss" in off
+
+
+def test_lora_adapters_start_from_their_seed_and_leave_the_callers_random_state_alone():
+    """trainer.lora_seed: two trainers built with the same seed start from the same lora_A (so a
+    retrain from the log, or bench/step_size.py's replay, repeats the recorded update), another
+    seed from another; building one does not advance the caller's torch random state."""
+    def lora_a(seed):
+        cfg = TrainerConfig(device="cpu", lora=True, lora_r=4, lora_alpha=8, lora_seed=seed)
+        tm = TrainModel(build_tiny_model(seed=0)[0], cfg, device=torch.device("cpu"))
+        return {n: p.detach().clone() for n, p in tm.model.named_parameters() if "lora_A" in n}
+
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    first = lora_a(0)
+    assert torch.equal(torch.rand(3), expected)
+    torch.manual_seed(7)  # another caller state, the same adapters
+    again = lora_a(0)
+    assert first.keys() == again.keys() and all(torch.equal(first[k], again[k]) for k in first)
+    other = lora_a(1)
+    assert any(not torch.equal(first[k], other[k]) for k in first)
+
+
 def test_gradient_checkpointing_gives_the_same_update():
     results = []
     for ckpt in (False, True):

@@ -38,8 +38,9 @@ CURVE_METRICS = ("win_rate_plain", "win_rate_hinted", "regret", "designer_reward
 #: points per curve sent to the page (the newest always among them)
 MAX_POINTS = 600
 #: training metrics shown first, when present (then the rest, alphabetically)
-#: (the inference/trainer log-prob mismatch among them: how far the served model is from the trained one)
-_TRAINING_FIRST = ("loss", "kl", "grad_norm", "logprob_mismatch", "logprob_mismatch_max", "tis_capped_share",
+#: (the inference/trainer log-prob mismatch among them: how far the served model is from the trained one;
+#: and the policy shift: how far each update moved the policy on its own samples)
+_TRAINING_FIRST = ("loss", "kl", "policy_shift_kl", "logprob_shift_positive", "logprob_shift_negative", "grad_norm", "logprob_mismatch", "logprob_mismatch_max", "tis_capped_share",
                    "advantage_mean", "advantage_std", "clip_fraction", "agent_reward_mean", "designer_reward_mean",
                    "ratio_mean", "tis_weight_mean", "entropy")
 _HEADLINE = 10

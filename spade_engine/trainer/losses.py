@@ -11,6 +11,8 @@ values in ``tests/test_trainer_losses.py``).
 * :func:`low_var_kl`: the k3 KL estimator to a reference model;
 * :func:`tis_weights`: truncated importance sampling, ``min(exp(logp_old - logp_behaviour), cap)``
   (the rollout was sampled by a possibly older / differently-computed behaviour policy);
+* :func:`policy_shift`: how far an update moved the policy on its own samples (the k3 KL estimate
+  and the mean log-prob change of positive- and negative-advantage tokens);
 * :func:`clipped_policy_loss`: the PPO/GRPO clipped-ratio surrogate with the asymmetric clip
   range ``[1 - clip_low, 1 + clip_high]`` (0.2 / 0.28), token-level, summed over tokens (divide
   by the batch's token count for the DAPO-style token mean).
@@ -25,7 +27,7 @@ import torch
 
 __all__ = [
     "group_advantages", "is_zero_variance", "centre_per_skill", "tis_weights", "clipped_policy_loss", "low_var_kl",
-    "STD_EPS",
+    "policy_shift", "STD_EPS",
 ]
 
 #: the release's epsilon in the per-game z-score
@@ -70,6 +72,39 @@ def low_var_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, clamp: float 
     log-ratio clamped to ``[-clamp, clamp]``."""
     log_ratio = (ref_logprobs.detach().float() - logprobs.float()).clamp(-clamp, clamp)
     return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+def policy_shift(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], advantages: Sequence[float]) -> dict[str, float]:
+    """How far an update moved the policy on the samples it trained on.
+
+    ``before[i]`` and ``after[i]`` are sample ``i``'s completion-token log-probs under the weights
+    the update started from and ended with; ``advantages[i]`` its advantage. Returns, over tokens:
+
+    * ``policy_shift_kl``: ``mean(exp(d) - 1 - d)`` with ``d = after - before``, the k3 estimate of
+      KL(before || after) on tokens sampled from ``before`` (PPO's usual step size: about 0.01);
+    * ``logprob_shift_positive`` / ``logprob_shift_negative``: ``mean(d)`` over the tokens of the
+      samples with a positive / negative advantage (0.0 when there are none). A sound update raises
+      the first and lowers the second; a large negative shift with a flat positive one is a step
+      that mostly pushes mass off the sampled answers, which lengthens and scatters what comes next.
+    """
+    if not (len(before) == len(after) == len(advantages)):
+        raise ValueError(f"policy_shift: {len(before)} before, {len(after)} after, {len(advantages)} advantages")
+    kl_sum, n = 0.0, 0
+    sums = {"positive": 0.0, "negative": 0.0}
+    counts = {"positive": 0, "negative": 0}
+    for b, a, adv in zip(before, after, advantages):
+        d = a.float() - b.float()
+        kl_sum += float((torch.exp(d) - 1.0 - d).sum())
+        n += d.numel()
+        side = "positive" if adv > 0 else "negative" if adv < 0 else None
+        if side is not None:
+            sums[side] += float(d.sum())
+            counts[side] += d.numel()
+    return {
+        "policy_shift_kl": kl_sum / max(n, 1),
+        "logprob_shift_positive": sums["positive"] / counts["positive"] if counts["positive"] else 0.0,
+        "logprob_shift_negative": sums["negative"] / counts["negative"] if counts["negative"] else 0.0,
+    }
 
 
 def tis_weights(old_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float) -> torch.Tensor:

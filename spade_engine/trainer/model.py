@@ -135,7 +135,10 @@ class TrainModel:
                 target_modules=list(cfg.lora_target_modules) or "all-linear",
                 task_type="CAUSAL_LM",
             )
-            model = get_peft_model(model, lcfg)
+            # seeded, without touching the caller's random state: the same adapters at every start
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                torch.manual_seed(cfg.lora_seed)
+                model = get_peft_model(model, lcfg)
         if cfg.compile:
             # regional compilation: each decoder layer is compiled once and the code reused
             from .scoring import split_lm

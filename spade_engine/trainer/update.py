@@ -19,6 +19,12 @@ With ``trainer.kl_coef > 0`` each token's loss adds ``kl_coef * k3``, the low-va
 estimator ``k3 = exp(ref - logp) - (ref - logp) - 1`` against a frozen reference model (slime's
 ``--kl-loss-type low_var_kl``, Schulman's k3; the release's games recipe uses coefficient 0, its
 tool-use one 0.005), the log-ratio clamped to [-10, 10] as slime does.
+
+With ``trainer.shift_metrics`` (the default) the samples are scored once more after the last step,
+and the update records how far it moved the policy on them (:func:`~.losses.policy_shift`): the
+k3 KL estimate and the mean log-prob change of positive- and negative-advantage tokens. This is
+the step size in the policy's own terms, which the learning rate alone does not say: Adam's first
+step moves every weight by about the learning rate whatever the gradient's size.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import torch
 
 from ..config import TrainerConfig
 from .batches import TrainSample
-from .losses import clipped_policy_loss, low_var_kl, tis_weights
+from .losses import clipped_policy_loss, low_var_kl, policy_shift, tis_weights
 from .model import TrainModel
 from .scoring import token_logprobs
 
@@ -142,6 +148,7 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
     acc = {k: torch.zeros((), dtype=torch.float32, device=dev) for k in names}
     norms: list[float] = []
     index = {id(s): i for i, s in enumerate(samples)}
+    before: dict[int, torch.Tensor] = dict(old_rows) if old_rows is not None else {}
     for epoch in steps:
         for part in epoch:
             chosen = [samples[i] for i in part]
@@ -154,6 +161,9 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
                 lp = lp.float()
                 if old_rows is None:
                     old = lp.detach()
+                    if cfg.shift_metrics:
+                        for s, row in zip(mb, _completion(old, mb)):
+                            before[index[id(s)]] = row
                 else:
                     old = _scatter([old_rows[index[id(s)]] for s in mb], mb, lp.detach())
                 known = mask & ~torch.isnan(beh)
@@ -204,4 +214,8 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
     }
     if kl_on:
         out["kl"] = acc_f["kl_sum"] / seen
+    if cfg.shift_metrics:
+        after = _score(tm.module, samples, cfg, tm, temperature, pad_id)
+        out.update(policy_shift([before[i] for i in range(len(samples))], [after[i] for i in range(len(samples))],
+                                [s.advantage for s in samples]))
     return out
