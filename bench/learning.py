@@ -436,12 +436,9 @@ def main() -> None:
                     help="write the results page of an earlier run from the JSON line it printed (nothing is run)")
     a = ap.parse_args()
     if a.report_from is not None:
-        from results_page import write_results
+        from results_page import load_result, write_results
 
-        lines = [ln for ln in a.report_from.read_text().splitlines() if ln.startswith("{")]
-        if not lines:
-            raise SystemExit(f"error: {a.report_from} holds no JSON line of bench/learning.py")
-        result = json.loads(lines[-1])
+        result = load_result(a.report_from, "learning")
         page = write_results(a.report_name, result, render, extra_files=figures(result))
         say(f"results page {page}")
         return

@@ -46,6 +46,22 @@ def provenance(argv: list[str] | None = None) -> dict[str, Any]:
     }
 
 
+def load_result(path: Path, bench: str) -> dict[str, Any]:
+    """The result a benchmark printed, read back for ``--report-from``: a results JSON
+    (``docs/results/...json``), or a log of the benchmark whose last JSON line is its result."""
+    text = path.read_text()
+    try:
+        result = json.loads(text)
+    except ValueError:
+        lines = [ln for ln in text.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise SystemExit(f"error: {path} holds no JSON line of bench/{bench}.py") from None
+        result = json.loads(lines[-1])
+    if not isinstance(result, dict):
+        raise SystemExit(f"error: {path} holds no result of bench/{bench}.py")
+    return result
+
+
 def results_stem(date: str, kind: str) -> str:
     """``<date>-<kind>``, the name of a results page's files; a ``kind`` that already begins with
     a date (``--report-name 2026-12-05-learning``) is not given a second one."""

@@ -155,16 +155,9 @@ def main() -> None:
     a = ap.parse_args()
     if a.report_from is not None:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results_page import write_results
+        from results_page import load_result, write_results
 
-        text = a.report_from.read_text()
-        try:  # a results JSON (docs/results/...), or a log whose last JSON line is the result
-            result = json.loads(text)
-        except ValueError:
-            lines = [ln for ln in text.splitlines() if ln.startswith("{")]
-            if not lines:
-                raise SystemExit(f"error: {a.report_from} holds no JSON line of bench/step_size.py") from None
-            result = json.loads(lines[-1])
+        result = load_result(a.report_from, "step_size")
         say(f"results page {write_results('step-size', result, render)}")
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))

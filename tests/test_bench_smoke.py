@@ -134,6 +134,15 @@ def test_a_results_page_written_later_from_a_runs_json_names_the_run_that_measur
     assert json.loads((tmp_path / "2026-12-01-learning-x.json").read_text())["provenance"] == measured
     fresh = write_results("other", {"heldout_gain": 0.1}, lambda r: "figures", argv=["bench/other.py"], out=tmp_path)
     assert "python3 bench/other.py" in fresh.read_text()
+    from results_page import load_result
+
+    assert load_result(tmp_path / "2026-12-01-learning-x.json", "learning")["heldout_gain"] == 0.1  # a results JSON
+    log = tmp_path / "run.log"
+    log.write_text('[12:00:00] progress\n{"heldout_gain": 0.2}\nsys:1: ResourceWarning\n')
+    assert load_result(log, "learning") == {"heldout_gain": 0.2}  # the last JSON line of a benchmark's log
+    log.write_text("[12:00:00] progress only\n")
+    with pytest.raises(SystemExit, match="no JSON line of bench/learning.py"):
+        load_result(log, "learning")
     dated = write_results("2026-12-01-learning-y", {"heldout_gain": 0.1, "provenance": measured}, lambda r: "", out=tmp_path)
     assert dated.name == "2026-12-01-learning-y.md"
 
