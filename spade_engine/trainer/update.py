@@ -148,7 +148,8 @@ def train_on_samples(tm: TrainModel, samples: list[TrainSample], *, temperature:
     acc = {k: torch.zeros((), dtype=torch.float32, device=dev) for k in names}
     norms: list[float] = []
     index = {id(s): i for i, s in enumerate(samples)}
-    before: dict[int, torch.Tensor] = dict(old_rows) if old_rows is not None else {}
+    # the scores the update starts from, for shift_metrics: the old rows, or (one step) filled below
+    before: dict[int, torch.Tensor] = old_rows if old_rows is not None else {}
     for epoch in steps:
         for part in epoch:
             chosen = [samples[i] for i in part]
