@@ -64,7 +64,7 @@ def proposals(cfg, run_id: str, n: int) -> list:
     out = []
     for i in range(n):
         env = make_envelope(new_env(ctx, state, i), run_id=run_id, producer="bench")
-        state.apply(env)
+        state.add_envelope(env)
         out.append(env)
     return out
 

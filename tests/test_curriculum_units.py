@@ -94,10 +94,10 @@ def _env_events(cfg: EngineConfig, index: int, plain: list[float], hinted: list[
                                       policy_version="v0", episode_reward=r, index=spec.index, terminated=True))
     evs += plays
     for e in evs:
-        state.apply(make_envelope(e, run_id=RUN, producer="t", event_id=output_event_id(RUN, e)))
+        state.add_envelope(make_envelope(e, run_id=RUN, producer="t", event_id=output_event_id(RUN, e)))
     st = state.env(env_id)
     est = estimate_round(prop, st.all_plays(), cfg.reward, cfg.loop, round_=0, replay=False, prev=None)
-    state.apply(make_envelope(est, run_id=RUN, producer="t", event_id=output_event_id(RUN, est)))
+    state.add_envelope(make_envelope(est, run_id=RUN, producer="t", event_id=output_event_id(RUN, est)))
 
 
 def _three_envs(cfg: EngineConfig) -> RunState:
@@ -133,7 +133,7 @@ def test_sampler_decision_and_choice_by_hand():
     assert choice.score == [0.5, 0.0, 0.25][pick] and choice.round == 1 and choice.score_kind == "regret"
     assert "rank" in choice.reason and "staleness" in choice.reason
     # recorded: slot 3 is the replay's; the next root takes slot 4, and the replayed env needs its round
-    state.apply(make_envelope(choice, run_id=RUN, producer="t", event_id=output_event_id(RUN, choice)))
+    state.add_envelope(make_envelope(choice, run_id=RUN, producer="t", event_id=output_event_id(RUN, choice)))
     assert LR.next_slot(state) == 4 and LR.root_slot(state, 3) == 4
     st = state.env(choice.env_id)
     assert next_stage(cfg, st) == "replay"
@@ -605,5 +605,5 @@ def test_projections_read_v1_plays_and_estimates():
     event, reason = decode_record(Record(0, 1, msgspec.structs.replace(est, schema_version=1, payload=v1), b""))
     assert reason is None and event.designer_final and event.win_rate_smoothed == 1.0
     state = RunState(run_id=RUN)
-    state.apply(msgspec.structs.replace(est, schema_version=1, payload=v1))
+    state.add_envelope(msgspec.structs.replace(est, schema_version=1, payload=v1))
     assert state.env("e").final is not None and state.env("e").regret is not None

@@ -303,6 +303,6 @@ def test_run_state_fold_is_idempotent(tmp_path):
     s1 = st.stats()
     assert s1["plays"] == 12 and s1["accepted"] == 3 and s1["estimated"] == 3
     for e in evs:  # re-applying changes nothing
-        st.apply(e)
+        st.add_envelope(e)
     assert st.stats() == s1
     assert st.skill_history("math") == [(0.5, 0.5, 0.5)] * 3

@@ -105,3 +105,30 @@ def test_the_projections_share_the_skip_rules(tmp_path, make, own):
     }
     reopened = make(tmp_path)  # the skip record is kept with the state
     assert reopened.skipped == projection.skipped and reopened.position() == {0: len(records)}
+
+
+def test_the_run_state_shares_the_skip_rules_and_dedupes_on_event_id():
+    """The engine's run state is a reader too (issue 33, item 4): the same skip reasons, counted
+    once per event id, and each event applied once however often it is delivered, whether read
+    from the log or folded from the engine's own append."""
+    from spade_engine.engine.state import RunState
+
+    chain = env_chain(RUN, "abcdef-e00001")
+    records = _records(chain + _bad(chain))
+    state = RunState(run_id=RUN)
+    assert isinstance(state, LogReader)
+    own = [state.add_envelope(env) for env in chain]  # appended by this process, not read yet
+    assert all(own)
+    assert [state.fold(rec) for rec in records] == [False] * len(records)  # known already, or skipped
+    assert [state.fold(rec) for rec in records] == [False] * len(records)  # behind the cursor now
+    assert state.cursor == {0: len(records)} and state.seen == {e.event_id for e in chain + _bad(chain)}
+    st = state.env("abcdef-e00001")
+    assert st.proposed is not None and st.validated is not None and st.accepted
+    assert state.skipped == {
+        "future version EnvironmentProposed v99": 1,
+        "malformed EnvironmentProposed": 1,
+        "unknown type EnvironmentDreamed": 1,
+    }
+    fresh = RunState(run_id=RUN)
+    assert [fresh.fold(rec) for rec in records] == [True] * len(chain) + [False] * 3
+    assert fresh.stats() == state.stats()

@@ -1,9 +1,9 @@
 """The one fold skeleton of the archive's projections: which records they read, how a record is
 decoded, which handler applies it, and the skip rules, in one place.
 
-A projection (:class:`~spade_engine.consumers.projection.Projection`), or the trainer's
-:class:`~spade_engine.trainer.batches.BatchAssembler`, built on :class:`LogReader`
-declares the event types it reads (``WANTED``) and a handler per payload type (``HANDLERS``); its
+A projection (:class:`~spade_engine.consumers.projection.Projection`), the trainer's
+:class:`~spade_engine.trainer.batches.BatchAssembler` or the engine's
+:class:`~spade_engine.engine.state.RunState`, built on :class:`LogReader`, declares the event types it reads (``WANTED``) and a handler per payload type (``HANDLERS``); its
 ``apply`` is :meth:`LogReader.apply`:
 
 1. a current-version record of a type outside ``WANTED`` is passed over without decoding

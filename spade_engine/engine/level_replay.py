@@ -286,7 +286,7 @@ def verify_replays(log: EventLog, cfg: EngineConfig | None = None) -> list[Repla
         for p, recs in by_part.items():
             i = pos[p]
             while i < len(recs) and recs[i].offset < basis.get(p, 0):
-                state.apply(recs[i].envelope)
+                state.add(recs[i])
                 state.cursor[p] = recs[i].offset + 1
                 i += 1
             pos[p] = i

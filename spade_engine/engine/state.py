@@ -10,8 +10,9 @@ Folding is idempotent on event id, and tolerant of unknown or malformed events.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..events.catalogue import (
     EnvironmentProposed,
@@ -24,7 +25,9 @@ from ..events.catalogue import (
     RunStarted,
     RunStopped,
 )
-from ..events.errors import EventError
+from ..archive.reader import LogReader
+from ..archive.records import Skipped
+from ..events.envelope import Envelope
 from ..events.log import Cursor, EventLog, Record, advance
 from .regret import in_band, mean
 
@@ -107,8 +110,15 @@ class EnvState:
 
 
 @dataclass
-class RunState:
-    """Fold of a run's log. Use :meth:`from_log`, then :meth:`refresh` after appends."""
+class RunState(LogReader):
+    """Fold of a run's log. Use :meth:`from_log`, then :meth:`refresh` after appends.
+
+    A :class:`~spade_engine.archive.reader.LogReader` (one handler per event type; a record that
+    cannot be decoded, or whose handler fails, is counted in ``skipped`` by reason) that also
+    dedupes on event id (``seen``), so the engine can fold its own appends before reading them
+    back. Plays are kept whole (with their turns)."""
+
+    SUMMARY_PLAYS: ClassVar[bool] = False
 
     run_id: str
     cursor: Cursor = field(default_factory=dict)
@@ -118,7 +128,7 @@ class RunState:
     stops: list[RunStopped] = field(default_factory=list)
     last_is_stop: bool = False
     policy_updates: list[PolicyUpdated] = field(default_factory=list)
-    skipped: Counter = field(default_factory=Counter)
+    _skipped: Skipped = field(default_factory=Skipped, repr=False)
     #: curriculum slot -> env id of each level replay (the other slots are new environments)
     replay_slots: dict[int, str] = field(default_factory=dict)
     #: skill -> (event id, baseline) of its last designer-final estimate (learning-potential chain)
@@ -140,7 +150,7 @@ class RunState:
         if rec.offset < self.cursor.get(rec.partition, 0):
             return False
         self.cursor = advance(self.cursor, rec)
-        return self.apply(rec.envelope)
+        return self.add(rec)
 
     def env(self, env_id: str) -> EnvState:
         st = self.envs.get(env_id)
@@ -148,53 +158,75 @@ class RunState:
             st = self.envs[env_id] = EnvState(env_id)
         return st
 
-    def apply(self, envelope: Any) -> bool:
-        if envelope.event_id in self.seen:
+    def add(self, rec: Record) -> bool:
+        """Apply one record once per event id, wherever it sits in the log (the cursor is not
+        consulted or moved); whether it was a new event that could be applied."""
+        eid = rec.envelope.event_id
+        if eid in self.seen:
             return False
-        self.seen.add(envelope.event_id)
-        try:
-            ev = envelope.event()
-        except EventError as exc:
-            self.skipped[type(exc).__name__] += 1
-            return False
-        eid = envelope.event_id
-        if isinstance(ev, RunStarted):
-            self.starts.append(ev)
-            self.last_is_stop = False
-        elif isinstance(ev, RunStopped):
-            self.stops.append(ev)
-            self.last_is_stop = True
-        elif isinstance(ev, PolicyUpdated):
-            self.policy_updates.append(ev)
-        elif isinstance(ev, EnvironmentProposed):
-            st = self.env(ev.env_id)
-            if st.proposed is None:
-                st.proposed, st.proposed_id = ev, eid
-            if ev.repair_of:
-                self.env(ev.repair_of).repaired_by = ev.env_id
-        elif isinstance(ev, EnvironmentValidated):
-            st = self.env(ev.env_id)
-            if st.validated is None:
-                st.validated, st.validated_id = ev, eid
-        elif isinstance(ev, HintWritten):
-            st = self.env(ev.env_id)
-            if st.hint is None:
-                st.hint, st.hint_id = ev, eid
-        elif isinstance(ev, RolloutCompleted):
-            st = self.env(ev.env_id)
-            plays = st.plays if ev.round == 0 else st.round_plays.setdefault(ev.round, {})
-            plays.setdefault((ev.hinted, ev.index), (eid, ev))
-        elif isinstance(ev, RegretEstimated):
-            st = self.env(ev.env_id)
-            st.estimates.setdefault(ev.round, (eid, ev))
-            if ev.round == 0 and st.regret is None:
-                st.regret, st.regret_id = ev, eid
-            if ev.designer_final and ev.baseline is not None:
-                self.lp_heads[ev.skill] = (eid, float(ev.baseline))
-        elif isinstance(ev, EnvironmentReplayed):
-            self.env(ev.env_id).replays.setdefault(ev.round, (eid, ev))
-            self.replay_slots.setdefault(ev.slot, ev.env_id)
-        return True
+        self.seen.add(eid)
+        before = self._skipped.total()
+        self.apply(rec)
+        return self._skipped.total() == before
+
+    def add_envelope(self, envelope: Envelope) -> bool:
+        """:meth:`add` for an event this process has just appended, before it is read back (it
+        has no position here: the cursor reaches it when the log is read)."""
+        return self.add(Record(-1, -1, envelope, b""))
+
+    # -- handlers (first recorded wins; every one idempotent on top of the event-id dedupe) -----
+
+    def _started(self, rec: Record, ev: RunStarted) -> None:
+        self.starts.append(ev)
+        self.last_is_stop = False
+
+    def _stopped(self, rec: Record, ev: RunStopped) -> None:
+        self.stops.append(ev)
+        self.last_is_stop = True
+
+    def _updated(self, rec: Record, ev: PolicyUpdated) -> None:
+        self.policy_updates.append(ev)
+
+    def _proposed(self, rec: Record, ev: EnvironmentProposed) -> None:
+        st = self.env(ev.env_id)
+        if st.proposed is None:
+            st.proposed, st.proposed_id = ev, rec.envelope.event_id
+        if ev.repair_of:
+            self.env(ev.repair_of).repaired_by = ev.env_id
+
+    def _validated(self, rec: Record, ev: EnvironmentValidated) -> None:
+        st = self.env(ev.env_id)
+        if st.validated is None:
+            st.validated, st.validated_id = ev, rec.envelope.event_id
+
+    def _hint(self, rec: Record, ev: HintWritten) -> None:
+        st = self.env(ev.env_id)
+        if st.hint is None:
+            st.hint, st.hint_id = ev, rec.envelope.event_id
+
+    def _play(self, rec: Record, ev: RolloutCompleted) -> None:
+        st = self.env(ev.env_id)
+        plays = st.plays if ev.round == 0 else st.round_plays.setdefault(ev.round, {})
+        plays.setdefault((ev.hinted, ev.index), (rec.envelope.event_id, ev))
+
+    def _estimated(self, rec: Record, ev: RegretEstimated) -> None:
+        eid = rec.envelope.event_id
+        st = self.env(ev.env_id)
+        st.estimates.setdefault(ev.round, (eid, ev))
+        if ev.round == 0 and st.regret is None:
+            st.regret, st.regret_id = ev, eid
+        if ev.designer_final and ev.baseline is not None:
+            self.lp_heads[ev.skill] = (eid, float(ev.baseline))
+
+    def _replayed(self, rec: Record, ev: EnvironmentReplayed) -> None:
+        self.env(ev.env_id).replays.setdefault(ev.round, (rec.envelope.event_id, ev))
+        self.replay_slots.setdefault(ev.slot, ev.env_id)
+
+    HANDLERS: ClassVar[Mapping[type, Callable[..., None]]] = {
+        RunStarted: _started, RunStopped: _stopped, PolicyUpdated: _updated,
+        EnvironmentProposed: _proposed, EnvironmentValidated: _validated, HintWritten: _hint,
+        RolloutCompleted: _play, RegretEstimated: _estimated, EnvironmentReplayed: _replayed,
+    }
 
     # -- queries -------------------------------------------------------------------------------
 

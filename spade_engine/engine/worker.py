@@ -119,7 +119,7 @@ class Emitter:
             event_id=output_event_id(self.log.run_id, payload),
         )
         self.stats.appended += self.log.append([env])
-        self.view.apply(env)
+        self.view.add_envelope(env)
         return env.event_id
 
 
