@@ -154,6 +154,42 @@ class TrainingClock:
         self._done.set()
 
 
+class ArmProgress:
+    """What an arm prints between its updates, which are minutes apart: each held-out
+    evaluation's items as they are scored (about every ``every`` seconds, and at its end), and
+    the plays of the items estimated so far (how many groups had the reward variance an update
+    needs), at most every ``every`` seconds."""
+
+    def __init__(self, name: str, every: float = 60.0):
+        self.name, self.every = name, every
+        self._last = self._last_plays = -math.inf
+        self._estimated: set[str] = set()
+        self._plays = self._wins = self._varied = 0
+
+    def evaluation(self, task: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done in (0, total) or now - self._last >= self.every:
+            self._last = now
+            say(f"arm {self.name}: held-out {task}: {done}/{total} items scored")
+
+    def plays(self, state: Any) -> None:
+        for st in state.envs.values():
+            if st.env_id in self._estimated or not st.estimates:
+                continue
+            self._estimated.add(st.env_id)
+            rewards = [float(p.episode_reward) for (hinted, _), (_, p) in st.plays.items() if not hinted]
+            self._plays += len(rewards)
+            self._wins += sum(1 for r in rewards if r > 0)
+            self._varied += len(set(rewards)) > 1
+            now = time.monotonic()
+            if now - self._last_plays < self.every:
+                continue
+            self._last_plays = now
+            say(f"arm {self.name}: item {len(self._estimated)} played: {sum(1 for r in rewards if r > 0)}/{len(rewards)} "
+                f"right; {self._varied} of {len(self._estimated)} groups with reward variance, "
+                f"{self._wins}/{self._plays} plays right so far")
+
+
 def timed_training(engine: Any, capped: CappedTrainer, seconds: float) -> TrainingClock:
     """Wrap the engine's evaluator in a TimedEvaluator and start the arm's training clock."""
     inner = capped._trainer
@@ -213,10 +249,14 @@ def run_arm(name: str, a: argparse.Namespace, data: Path, *, control: str, base_
         engine = opened.engine
         capped = CappedTrainer(engine.trainer, cap, engine.stop, token_budget=token_budget)
         engine.trainer = capped
+        shown = ArmProgress(name.split()[0])
+        if capped._trainer.evaluator is not None:  # before timed_training wraps it
+            capped._trainer.evaluator.on_progress = shown.evaluation
         timer = timed_training(engine, capped, seconds)
         seen = [0]
 
         def progress(state: Any) -> None:
+            shown.plays(state)
             n = len(state.policy_updates)
             if n != seen[0]:
                 seen[0] = n
