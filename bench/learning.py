@@ -320,6 +320,52 @@ def curves(data: Path, run_id: str) -> dict[str, Any]:
     return {"heldout": heldout, "train": train}
 
 
+def arm_detail(data: Path, run_id: str) -> dict[str, Any]:
+    """What each update did, from the arm's log: per update its metrics (trained tokens, training
+    reward, the policy shift and the log-prob mismatch), and per policy version the plain plays
+    it played (how many, the share won, answer tokens, answers cut at the token limit)."""
+    import msgspec
+
+    from spade_engine.blobs import BlobStore
+    from spade_engine.events.catalogue import PolicyUpdated, RolloutCompleted
+    from spade_engine.events.datadir import DataDir
+
+    blobs = BlobStore(DataDir(data).blobs_dir)
+    log = open_event_log(run_id, data_dir=data)
+    updates: list[dict[str, Any]] = []
+    plays: dict[str, dict[str, Any]] = {}
+    try:
+        for rec in log.read():
+            ev = rec.envelope.event() if rec.envelope.type in ("PolicyUpdated", "RolloutCompleted") else None
+            if isinstance(ev, PolicyUpdated):
+                m = ev.metrics or {}
+                updates.append({"version": ev.version, **{k: m.get(k) for k in (
+                    "tokens", "samples", "agent_reward_mean", "policy_shift_kl", "logprob_shift_positive",
+                    "logprob_shift_negative", "logprob_mismatch", "grad_norm")}})
+            elif isinstance(ev, RolloutCompleted) and not ev.hinted:
+                row = plays.setdefault(ev.policy_version, {"plays": 0, "won": 0, "tokens": 0, "cut": 0})
+                row["plays"] += 1
+                row["won"] += ev.episode_reward > 0
+                for turn in ev.turns:
+                    gen = turn.generation
+                    if gen is None:
+                        continue
+                    row["cut"] += gen.finish_reason == "length"
+                    ids = gen.completion_token_ids
+                    if not ids and gen.ref is not None:
+                        try:
+                            ids = msgspec.json.decode(blobs.get_bytes(gen.ref)).get("completion_token_ids", [])
+                        except (OSError, ValueError, msgspec.DecodeError):
+                            ids = []
+                    row["tokens"] += len(ids)
+    finally:
+        log.close()
+    for row in plays.values():
+        row["win_rate"] = round(row["won"] / row["plays"], 4) if row["plays"] else None
+        row["mean_tokens"] = round(row.pop("tokens") / row["plays"], 1) if row["plays"] else None
+    return {"updates": updates, "plays": dict(sorted(plays.items(), key=lambda kv: int(kv[0].lstrip("v") or 0)))}
+
+
 def paired(data: Path, run_a: str, ver_a: str, run_b: str, ver_b: str) -> dict[str, Any]:
     la, lb = open_event_log(run_a, data_dir=data), open_event_log(run_b, data_dir=data)
     try:
@@ -426,9 +472,38 @@ def render(r: dict[str, Any]) -> str:
     for task, t in r["per_task"].items():
         lines.append(f"| {task} | {t['a']:.3f} | {t['b']:.3f} | {t['delta']:+.3f} | [{t['ci95'][0]:+.3f}, {t['ci95'][1]:+.3f}] |")
     lines += ["", f"![learning curves]({stem}.png)", "", f"Interactive: [{stem}.html]({stem}.html)", ""]
+    lines += render_detail(r.get("detail"))
     lines.append(f"Runs (replay with `spade-engine replay RUN --verify`): R `{r['arms']['real']['run_id']}`, "
                  f"D `{r['arms']['random']['run_id']}`.")
     return "\n".join(lines)
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def render_detail(detail: dict[str, Any] | None) -> list[str]:
+    """The page's tables of what each update did (:func:`arm_detail` of each arm)."""
+    if not detail:
+        return []
+    names = {"real": "R", "random": "D"}
+    lines = ["What each update did (the policy shift is measured on the update's own samples, rescored after it: KL per "
+             "token, and the mean change of the log-prob per token of the answers with positive and negative advantage):",
+             "", "| arm | version | trained tokens | training reward | KL per token | positive answers | negative answers "
+             "| log-prob mismatch |", "|---|---|---|---|---|---|---|---|"]
+    for arm, d in detail.items():
+        for u in d["updates"]:
+            lines.append(f"| {names.get(arm, arm)} | {u['version']} | {_num(u['tokens'], '.0f')} | "
+                         f"{_num(u['agent_reward_mean'], '.3f')} | {_num(u['policy_shift_kl'], '.4f')} | "
+                         f"{_num(u['logprob_shift_positive'], '+.4f')} | {_num(u['logprob_shift_negative'], '+.4f')} | "
+                         f"{_num(u['logprob_mismatch'], '.3f')} |")
+    lines += ["", "The training plays (plain plays, temperature as above) by the policy version that played them:", "",
+              "| arm | version | plays | won | answer tokens (mean) | cut at the token limit |", "|---|---|---|---|---|---|"]
+    for arm, d in detail.items():
+        for version, row in d["plays"].items():
+            lines.append(f"| {names.get(arm, arm)} | {version} | {row['plays']} | {_num(row['win_rate'], '.3f')} | "
+                         f"{_num(row['mean_tokens'], '.0f')} | {row['cut']} |")
+    return [*lines, ""]
 
 
 def main() -> None:
@@ -473,12 +548,15 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="write docs/results/<date>-<report-name>.{json,md,png,html}")
     ap.add_argument("--report-name", default="learning", help="the results page's name after its date")
     ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
-                    help="write the results page of an earlier run from the JSON line it printed (nothing is run)")
+                    help="write the results page of an earlier run from the JSON line it printed (nothing is run; "
+                         "with --data-dir, the updates' and plays' tables are read from its runs when the JSON lacks them)")
     a = ap.parse_args()
     if a.report_from is not None:
         from results_page import load_result, write_results
 
         result = load_result(a.report_from, "learning")
+        if "detail" not in result and a.data_dir is not None:  # a run from before the detail existed: read its logs
+            result["detail"] = {arm: arm_detail(a.data_dir, result["arms"][arm]["run_id"]) for arm in ("real", "random")}
         page = write_results(a.report_name, result, render, extra_files=figures(result))
         say(f"results page {page}")
         return
@@ -530,6 +608,7 @@ def main() -> None:
         "trained_token_ratio": round(random_arm["trained_tokens"] / real["trained_tokens"], 3) if real["trained_tokens"] else None,
         "arms": {"real": real, "random": random_arm},
         "curves": {"real": curves(data, real["run_id"]), "random": curves(data, random_arm["run_id"])},
+        "detail": {"real": arm_detail(data, real["run_id"]), "random": arm_detail(data, random_arm["run_id"])},
         "minutes": round((time.perf_counter() - t_all) / 60, 1),
         "load_average_start": load_start, "load_average_end": round(os.getloadavg()[0], 2),
         "report_name": a.report_name, "provenance": measured,
