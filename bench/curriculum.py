@@ -171,7 +171,7 @@ def train_arm(root: Path, *, replay: bool, rounds: int, slots: int, plays: int, 
         for _ in range(rounds):
             estimates, replays = [], 0
             for _slot in range(slots):
-                choice = choose_replay(cfg, state, policy_version=policy.version)
+                choice = choose_replay(cfg.replay, cfg.loop, state, seed=cfg.seed, policy_version=policy.version)
                 if choice is not None:
                     append(choice)
                     replays += 1

@@ -127,7 +127,7 @@ def run_arm(
         kinds = Counter(st.validated.error_kind or "?" for st in first if not (st.validated.valid and st.validated.accepted))
         valid_first = sum(1 for st in first if st.validated.valid)
         # one repair round: the current arm repairs every rejection, the baseline invalid ones only
-        todo = [st for st in first if next_stage(cfg, st) == "repair" and (arm == "current" or not st.validated.valid)]
+        todo = [st for st in first if next_stage(cfg.loop, cfg.replay, st, seed=cfg.seed) == "repair" and (arm == "current" or not st.validated.valid)]
         for i in range(0, len(todo), step):
             t = time.perf_counter()
             out = design_batch(ctx, eng.state, repairs=todo[i : i + step], new_indices=[])
@@ -174,7 +174,7 @@ def run_arm(
 
 
 def validate_pending(eng: Any, ctx: Any) -> None:
-    todo = [st for st in eng.state.proposed() if next_stage(eng.cfg, st) == "validate"]
+    todo = [st for st in eng.state.proposed() if next_stage(eng.cfg.loop, eng.cfg.replay, st, seed=eng.cfg.seed) == "validate"]
     if todo:
         for st, verdict in zip(todo, stages.validate_batch(ctx, [st.proposed for st in todo])):
             eng._append(verdict, st.proposed_id)

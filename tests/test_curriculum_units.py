@@ -120,7 +120,7 @@ def test_sampler_decision_and_choice_by_hand():
     assert LR.next_slot(state) == 3
     rng = random.Random(derive_seed(found, "level-replay", 3))
     u, v = rng.random(), rng.random()
-    choice = LR.choose_replay(cfg, state)
+    choice = LR.choose_replay(cfg.replay, cfg.loop, state, seed=cfg.seed)
     assert choice is not None and choice.slot == 3 and choice.draw == u and choice.candidates == 3
     # scores (regret) 0.5, 0.0, 0.25 -> P_S = [0.888974, 0.022829, 0.088198]; staleness 3, 2, 1 ->
     # P_C = [1/2, 1/3, 1/6]; P = 0.7 P_S + 0.3 P_C
@@ -136,22 +136,22 @@ def test_sampler_decision_and_choice_by_hand():
     state.add_envelope(make_envelope(choice, run_id=RUN, producer="t", event_id=output_event_id(RUN, choice)))
     assert LR.next_slot(state) == 4 and LR.root_slot(state, 3) == 4
     st = state.env(choice.env_id)
-    assert next_stage(cfg, st) == "replay"
-    assert len(missing_plays(cfg, st, 1)) == 8  # 4 plain + 4 hinted (replay.hinted)
+    assert next_stage(cfg.loop, cfg.replay, st, seed=cfg.seed) == "replay"
+    assert len(missing_plays(cfg.loop, cfg.replay, st, 1, seed=cfg.seed)) == 8  # 4 plain + 4 hinted (replay.hinted)
     # pvl scores instead: 0, 0.1875, 0.1875 -> ranks 3, 1.5, 1.5
-    again = LR.choose_replay(cfg.model_copy(update={"replay": cfg.replay.model_copy(update={"score": "pvl"})}), _three_envs(cfg))
+    again = LR.choose_replay(cfg.replay.model_copy(update={"score": "pvl"}), cfg.loop, _three_envs(cfg), seed=cfg.seed)
     assert again is not None and again.score_kind == "pvl" and again.score in (0.0, 0.1875)
 
 
 def test_sampler_gates_on_p_min_candidates_and_enabled():
     cfg = _cfg(p=0.0)
-    assert LR.choose_replay(cfg, _three_envs(cfg)) is None
+    assert LR.choose_replay(cfg.replay, cfg.loop, _three_envs(cfg), seed=cfg.seed) is None
     cfg = _cfg(p=1.0, min_candidates=4)
-    assert LR.choose_replay(cfg, _three_envs(cfg)) is None
+    assert LR.choose_replay(cfg.replay, cfg.loop, _three_envs(cfg), seed=cfg.seed) is None
     cfg = _cfg(p=1.0)
-    assert LR.choose_replay(cfg, _three_envs(cfg)) is not None
+    assert LR.choose_replay(cfg.replay, cfg.loop, _three_envs(cfg), seed=cfg.seed) is not None
     off = cfg.model_copy(update={"replay": cfg.replay.model_copy(update={"enabled": False})})
-    assert LR.choose_replay(off, _three_envs(cfg)) is None
+    assert LR.choose_replay(off.replay, off.loop, _three_envs(cfg), seed=off.seed) is None
 
 
 # -- rounds and their estimates ---------------------------------------------------------------------

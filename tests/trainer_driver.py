@@ -102,7 +102,7 @@ def play_curriculum_round(policy, log, run_id: str, cfg, *, n_slots: int = 4, k:
 
     choices = []
     for _ in range(n_slots):
-        choice = choose_replay(cfg, state, policy_version=policy.version)
+        choice = choose_replay(cfg.replay, cfg.loop, state, seed=cfg.seed, policy_version=policy.version)
         if choice is not None:
             append(choice)
             choices.append(choice)

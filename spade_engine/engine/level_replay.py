@@ -47,7 +47,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config import EngineConfig
+from ..config import EngineConfig, LoopConfig, ReplayConfig
 from ..events.catalogue import EnvironmentReplayed
 from ..events.errors import EventError
 from ..events.log import EventLog, Record
@@ -153,13 +153,13 @@ def next_slot(state: RunState) -> int:
     return len(state.roots()) + len(state.replay_slots)
 
 
-def candidates(cfg: EngineConfig, state: RunState) -> list[tuple[EnvState, int]]:
+def candidates(loop: LoopConfig, state: RunState) -> list[tuple[EnvState, int]]:
     """Replayable environments with the last slot each was played in, in env-id order."""
     from .pipeline import open_round
 
     out = []
     for st in state.proposed():
-        if not st.accepted or not st.estimates or open_round(cfg, st) is not None:
+        if not st.accepted or not st.estimates or open_round(loop, st) is not None:
             continue
         if any(p.step_timeout for _, p in st.all_plays()):
             continue
@@ -170,39 +170,43 @@ def candidates(cfg: EngineConfig, state: RunState) -> list[tuple[EnvState, int]]
     return out
 
 
-def new_slots_before_replay(cfg: EngineConfig, state: RunState, limit: int) -> int:
+def new_slots_before_replay(replays: ReplayConfig, loop: LoopConfig, state: RunState, limit: int, *, seed: int | None) -> int:
     """How many of the next ``limit`` slots a design batch may take: up to (not including) the
     first later slot whose own draw would replay (``u < replay.p``), so that a batch of new
     environments never takes the slots level replay would have had (each slot gets its chance,
     as ``replay.p`` promises, whatever ``loop.designer_batch`` is). The slot itself decides again
-    when it comes (:func:`choose_replay`, the same seeded draw). At least 1 when ``limit`` is."""
-    rc = cfg.replay
-    if not rc.enabled or limit <= 1 or len(candidates(cfg, state)) < rc.min_candidates:
+    when it comes (:func:`choose_replay`, the same seeded draw). At least 1 when ``limit`` is.
+    ``seed``: the run's."""
+    rc = replays
+    if not rc.enabled or limit <= 1 or len(candidates(loop, state)) < rc.min_candidates:
         return limit
     t = next_slot(state)
     for j in range(1, limit):
-        if _slot_rng(cfg, t + j).random() < rc.p:
+        if _slot_rng(seed, t + j).random() < rc.p:
             return j
     return limit
 
 
-def _slot_rng(cfg: EngineConfig, slot: int) -> random.Random:
-    """The seeded draws of curriculum slot ``slot``: first u (replay when u < replay.p), then the
-    environment's draw."""
+def _slot_rng(seed: int | None, slot: int) -> random.Random:
+    """The seeded draws of curriculum slot ``slot`` of the run with seed ``seed``: first u (replay
+    when u < replay.p), then the environment's draw."""
     from .seeds import derive_seed
 
-    return random.Random(derive_seed(cfg.seed, "level-replay", slot))
+    return random.Random(derive_seed(seed, "level-replay", slot))
 
 
-def choose_replay(cfg: EngineConfig, state: RunState, *, policy_version: str = "") -> EnvironmentReplayed | None:
-    """The level-replay choice for the next slot, or None when it is a new environment."""
-    rc = cfg.replay
+def choose_replay(
+    replays: ReplayConfig, loop: LoopConfig, state: RunState, *, seed: int | None, policy_version: str = ""
+) -> EnvironmentReplayed | None:
+    """The level-replay choice for the next slot, or None when it is a new environment
+    (``seed``: the run's)."""
+    rc = replays
     if not rc.enabled:
         return None
     t = next_slot(state)
-    rng = _slot_rng(cfg, t)
+    rng = _slot_rng(seed, t)
     u = rng.random()
-    pool = candidates(cfg, state)
+    pool = candidates(loop, state)
     if len(pool) < rc.min_candidates or u >= rc.p:
         return None
     v = rng.random()
@@ -220,7 +224,7 @@ def choose_replay(cfg: EngineConfig, state: RunState, *, policy_version: str = "
     st = pool[pick][0]
     from .pipeline import due_rounds
 
-    round_ = max(due_rounds(cfg, st)) + 1
+    round_ = max(due_rounds(loop, st)) + 1
     reason = (
         f"slot {t}: replay (draw {u:.3f} < p {rc.p}); {st.env_id} rank {ranks[pick]}/{len(pool)} by {rc.score} "
         f"{scores[pick]:.4f}, staleness {stale[pick]}; P = {1 - rc.staleness:.2f} x {p_s[pick]:.4f} + "
@@ -290,7 +294,7 @@ def verify_replays(log: EventLog, cfg: EngineConfig | None = None) -> list[Repla
                 state.cursor[p] = recs[i].offset + 1
                 i += 1
             pos[p] = i
-        again = choose_replay(cfg, _within(state, basis), policy_version=ev.policy_version)
+        again = choose_replay(cfg.replay, cfg.loop, _within(state, basis), seed=cfg.seed, policy_version=ev.policy_version)
         if again is None:
             bad.append(ReplayMismatch(ev.slot, "decision", "replay", "new environment"))
             continue

@@ -300,7 +300,7 @@ class Engine:
         return [st for st in self.state.proposed() if self._next_stage(st) == "repair"]
 
     def _next_stage(self, st: EnvState) -> str | None:
-        return next_stage(self.cfg, st)
+        return next_stage(self.cfg.loop, self.cfg.replay, st, seed=self.cfg.seed)
 
     # -- stages --------------------------------------------------------------------------------
 
@@ -316,7 +316,7 @@ class Engine:
         free = batch - len(repairs)
         count = free if room is None else min(free, room)
         if self.proposer is None:  # slots that level replay would take are left to it
-            count = new_slots_before_replay(self.cfg, self.state, count)
+            count = new_slots_before_replay(self.cfg.replay, self.cfg.loop, self.state, count, seed=self.cfg.seed)
         indices = list(range(n, n + max(0, count)))
         if self.proposer is not None:  # a fixed curriculum (replay) writes the new environments
             for st in repairs:
@@ -337,7 +337,7 @@ class Engine:
         environment (:func:`.level_replay.choose_replay`; its plays are then the pending work)."""
         if self.proposer is not None or not self.cfg.replay.enabled:
             return False
-        choice = choose_replay(self.cfg, self.state, policy_version=self.ctx.policy.version)
+        choice = choose_replay(self.cfg.replay, self.cfg.loop, self.state, seed=self.cfg.seed, policy_version=self.ctx.policy.version)
         if choice is None:
             return False
         self._append(choice)

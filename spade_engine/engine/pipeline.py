@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..blobs import BlobStore
-from ..config import EngineConfig
+from ..config import LoopConfig, ReplayConfig
 from ..policy.protocol import Policy
 from ..policy.versions import load_policy_update, loaded_event
 from ..events.catalogue import (
@@ -57,6 +57,7 @@ from ..events.catalogue import (
 )
 from . import rounds, stages
 from .designer import CodeExample
+from .rollouts import PlaySpec
 from .stages import StageName, WorkerRole, seed_env_id
 from .state import EnvState, RunState
 
@@ -142,7 +143,7 @@ def _round_cause(st: EnvState, round_: int) -> str | None:
 
 
 def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
-    round_ = open_round(ctx.cfg, st) or 0
+    round_ = open_round(ctx.cfg.loop, st) or 0
     cause = _round_cause(st, round_)
 
     def done(payload: RolloutCompleted) -> None:
@@ -151,12 +152,12 @@ def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, s
             payload = msgspec.structs.replace(payload, round=round_, play_id=f"{payload.env_id}/r{round_}/{kind}{payload.index}")
         emit(payload, cause)
 
-    stages.play(ctx, st.proposed, st.hint, missing_plays(ctx.cfg, st, round_), on_done=done, should_stop=should_stop,  # type: ignore[arg-type]
+    stages.play(ctx, st.proposed, st.hint, missing_plays(ctx.cfg.loop, ctx.cfg.replay, st, round_, seed=ctx.cfg.seed), on_done=done, should_stop=should_stop,  # type: ignore[arg-type]
                 first_round=round_ == 0)
 
 
 def _regret(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
-    round_ = open_round(ctx.cfg, st) or 0
+    round_ = open_round(ctx.cfg.loop, st) or 0
     p = st.proposed
     assert p is not None
     est = rounds.estimate_round(
@@ -211,45 +212,46 @@ def role_inputs(role: WorkerRole | str) -> tuple[str, ...]:
 # -- decisions ------------------------------------------------------------------------------------
 
 
-def next_stage(cfg: EngineConfig, st: EnvState) -> StageName | None:
-    """The stage environment ``st`` needs next (a key of :data:`STAGES`), or None when done."""
+def next_stage(loop: LoopConfig, replays: ReplayConfig, st: EnvState, *, seed: int | None) -> StageName | None:
+    """The stage environment ``st`` needs next (a key of :data:`STAGES`), or None when done
+    (``seed``: the run's)."""
     if st.validated is None:
         return StageName.VALIDATE
-    if st.is_seed and not cfg.loop.seed_plays:
+    if st.is_seed and not loop.seed_plays:
         return None
     if st.repairable:
-        if st.repaired_by is None and st.proposed.attempt < cfg.loop.max_repairs:  # type: ignore[union-attr]
+        if st.repaired_by is None and st.proposed.attempt < loop.max_repairs:  # type: ignore[union-attr]
             return StageName.REPAIR
         return None
     if not st.accepted:
         return None
     if st.hint is None:
         return StageName.HINT
-    round_ = open_round(cfg, st)
+    round_ = open_round(loop, st)
     if round_ is None:
         return None
-    if missing_plays(cfg, st, round_):
+    if missing_plays(loop, replays, st, round_, seed=seed):
         return StageName.PLAY if round_ == 0 else (StageName.REPLAY if round_ in st.replays else StageName.ROUND)
     return StageName.REGRET
 
 
-def due_rounds(cfg: EngineConfig, st: EnvState) -> list[int]:
+def due_rounds(loop: LoopConfig, st: EnvState) -> list[int]:
     """The rounds environment ``st`` is to be played in: its designed rounds, then its replays."""
-    return list(range(cfg.loop.rounds)) + sorted(r for r in st.replays if r >= cfg.loop.rounds)
+    return list(range(loop.rounds)) + sorted(r for r in st.replays if r >= loop.rounds)
 
 
-def open_round(cfg: EngineConfig, st: EnvState) -> int | None:
+def open_round(loop: LoopConfig, st: EnvState) -> int | None:
     """The first due round without its estimate (a round is complete once estimated), or None."""
-    for r in due_rounds(cfg, st):
+    for r in due_rounds(loop, st):
         if r not in st.estimates:
             return r
     return None
 
 
-def missing_plays(cfg: EngineConfig, st: EnvState, round_: int = 0) -> list:
-    """The play specs of round ``round_`` of ``st`` not yet recorded."""
-    hinted = rounds.hinted_count(cfg, round_, replay=round_ in st.replays)
-    specs = rounds.round_play_specs(cfg.seed, st.env_id, round_, plain=cfg.loop.plain_k, hinted=hinted)
+def missing_plays(loop: LoopConfig, replays: ReplayConfig, st: EnvState, round_: int = 0, *, seed: int | None) -> list[PlaySpec]:
+    """The play specs of round ``round_`` of ``st`` not yet recorded (``seed``: the run's)."""
+    hinted = rounds.hinted_count(loop, replays, round_, replay=round_ in st.replays)
+    specs = rounds.round_play_specs(seed, st.env_id, round_, plain=loop.plain_k, hinted=hinted)
     recorded = st.plays_of(round_)
     return [s for s in specs if (s.hinted, s.index) not in recorded]
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..config import EngineConfig, LoopConfig, RewardConfig
+from ..config import LoopConfig, ReplayConfig, RewardConfig
 from ..events.catalogue import EnvironmentProposed, GarbageProbe, RegretEstimated, RolloutCompleted
 from .garbage import answer_ignored, garbage_wins, probe_reward, replay_won
 from .regret import designer_reward, ema_update, mean, play_value, regret, win_rate
@@ -49,7 +49,7 @@ __all__ = ["round_play_specs", "hinted_count", "estimate_round", "Plays", "group
 Plays = Sequence[tuple[str, RolloutCompleted]]
 
 
-def round_play_specs(seed: int, env_id: str, round_: int, *, plain: int, hinted: int) -> list[PlaySpec]:
+def round_play_specs(seed: int | None, env_id: str, round_: int, *, plain: int, hinted: int) -> list[PlaySpec]:
     """The plays of round ``round_``: ``plain`` plain then ``hinted`` hinted plays; play i of both
     kinds uses the same environment seed. Round 0's seeds are those of the first engine
     (``derive_seed(seed, env key, "play", i)``), later rounds' add the round number."""
@@ -64,13 +64,13 @@ def round_play_specs(seed: int, env_id: str, round_: int, *, plain: int, hinted:
     ]
 
 
-def hinted_count(cfg: EngineConfig, round_: int, *, replay: bool) -> int:
+def hinted_count(loop: LoopConfig, replays: ReplayConfig, round_: int, *, replay: bool) -> int:
     """Hinted plays of a round: round 0 has ``loop.hinted_k``, a replay round as many with
     ``replay.hinted``, designed rounds after the first none."""
     if round_ == 0:
-        return cfg.loop.hinted_k
+        return loop.hinted_k
     if replay:
-        return cfg.loop.hinted_k if cfg.replay.hinted else 0
+        return loop.hinted_k if replays.hinted else 0
     return 0
 
 

@@ -304,15 +304,15 @@ class RolloutWorker(GroupWorker):
         loaded = load_latest_policy(self.ctx.policy, self.view, self.blobs, producer_role=self.role)
         if loaded is not None:
             self.stats.appended += self.log.append([make_envelope(loaded, run_id=self.log.run_id, producer=self.emit.producer)])
-        stage = next_stage(self.cfg, st)
+        stage = next_stage(self.cfg.loop, self.cfg.replay, st, seed=self.cfg.seed)
         if not self._mine(stage):
             self.stats.skipped += 1
             return True
         while self._mine(stage):
             run_stage(self.ctx, self.view, st, stage, self.emit, should_stop=self.stop_event.is_set)
-            if self.stop_event.is_set() and self._mine(next_stage(self.cfg, st)):
+            if self.stop_event.is_set() and self._mine(next_stage(self.cfg.loop, self.cfg.replay, st, seed=self.cfg.seed)):
                 return False
-            stage = next_stage(self.cfg, st)
+            stage = next_stage(self.cfg.loop, self.cfg.replay, st, seed=self.cfg.seed)
         self.stats.inputs += 1
         self.say(f"{st.env_id}: {st.play_count} plays")
         return True
@@ -328,7 +328,7 @@ class RegretWorker(GroupWorker):
     def handle(self, rec: Record) -> bool:
         play = rec.envelope.event()
         st = self._env(play.env_id)  # every play recorded so far, whoever played it
-        if next_stage(self.cfg, st) != StageName.REGRET:
+        if next_stage(self.cfg.loop, self.cfg.replay, st, seed=self.cfg.seed) != StageName.REGRET:
             return True  # plays still missing (or already estimated)
         run_stage(self.ctx, self.view, st, StageName.REGRET, self.emit)
         self.stats.inputs += 1
@@ -361,7 +361,7 @@ class DesignerWorker:
         self.emit = Emitter(engine.log, engine.state, producer_name(WorkerRole.DESIGNER), self.stats, engine.blobs)
 
     def _unfinished(self, state: RunState) -> list[EnvState]:
-        return [s for s in state.proposed() if next_stage(self.engine.cfg, s) is not None]
+        return [s for s in state.proposed() if next_stage(self.engine.cfg.loop, self.engine.cfg.replay, s, seed=self.engine.cfg.seed) is not None]
 
     def serve(self, *, poll_s: float = 0.2) -> str:
         """Record RunStarted (and the seed archive's environments the run lacks), propose until
@@ -377,7 +377,7 @@ class DesignerWorker:
         while not self.stop_event.is_set():
             eng.state.refresh(eng.log)
             load_latest_policy(eng.ctx.policy, eng.state, eng.blobs)
-            repairs = [st for st in eng.state.proposed() if next_stage(eng.cfg, st) == StageName.REPAIR][:batch]
+            repairs = [st for st in eng.state.proposed() if next_stage(eng.cfg.loop, eng.cfg.replay, st, seed=eng.cfg.seed) == StageName.REPAIR][:batch]
             unfinished = self._unfinished(eng.state)
             n = len(eng.state.roots())
             if max_envs is not None and n >= max_envs and not unfinished:
@@ -390,7 +390,7 @@ class DesignerWorker:
             room = max(0, min(room, self.ahead - (len(unfinished) - len(repairs))))
             if room > 0 and not repairs and eng.proposer is None:  # a level replay takes a new slot, as in the local loop
                 eng.state.refresh(eng.log)  # the replay choice's basis: everything recorded so far
-                choice = choose_replay(eng.cfg, eng.state, policy_version=eng.ctx.policy.version)
+                choice = choose_replay(eng.cfg.replay, eng.cfg.loop, eng.state, seed=eng.cfg.seed, policy_version=eng.ctx.policy.version)
                 if choice is not None:
                     self.emit(choice)
                     self.stats.inputs += 1
