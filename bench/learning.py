@@ -555,6 +555,7 @@ def main() -> None:
         from results_page import load_result, write_results
 
         result = load_result(a.report_from, "learning")
+        result["report_name"] = a.report_name  # the page's own files are named after it
         if "detail" not in result and a.data_dir is not None:  # a run from before the detail existed: read its logs
             result["detail"] = {arm: arm_detail(a.data_dir, result["arms"][arm]["run_id"]) for arm in ("real", "random")}
         page = write_results(a.report_name, result, render, extra_files=figures(result))
