@@ -282,31 +282,57 @@ def run_arm(name: str, a: argparse.Namespace, data: Path, *, control: str, base_
             "train_seconds": round(train_s, 1), "seconds": round(wall, 1)}
 
 
-def curves(data: Path, run_id: str) -> dict[str, Any]:
-    """Held-out accuracy per evaluated version and training reward per update, against the
-    trained tokens so far."""
+def read_arm(data: Path, run_id: str) -> dict[str, Any]:
+    """An arm's figures from one pass over its log: ``curves`` (held-out accuracy per evaluated
+    version and training reward per update, against the trained tokens so far) and ``detail``
+    (per update its metrics: trained tokens, training reward, the policy shift and the log-prob
+    mismatch; per policy version the plain plays it played: how many, the share won, answer
+    tokens, answers cut at the token limit)."""
+    from spade_engine.blobs import BlobError, BlobStore, restore_generation
     from spade_engine.evaluation.scoring import wilson_interval
+    from spade_engine.events.catalogue import EvaluationCompleted, PolicyUpdated, RolloutCompleted
+    from spade_engine.events.datadir import DataDir
 
+    blobs = BlobStore(DataDir(data).blobs_dir)
+    tokens_at = {"v0": 0}
+    total = 0
+    train: list[dict[str, Any]] = []
+    evals: dict[str, list[Any]] = {}
+    updates: list[dict[str, Any]] = []
+    plays: dict[str, dict[str, Any]] = {}
     log = open_event_log(run_id, data_dir=data)
     try:
-        tokens_at = {"v0": 0}
-        total = 0
-        train = []
-        evals: dict[str, list[Any]] = {}
         for rec in log.read():
-            t = rec.envelope.type
-            if t == "PolicyUpdated":
-                ev = rec.envelope.event()
-                total += int(ev.metrics.get("tokens", 0))
+            if rec.envelope.type not in ("PolicyUpdated", "EvaluationCompleted", "RolloutCompleted"):
+                continue
+            ev = rec.envelope.event()
+            if isinstance(ev, PolicyUpdated):
+                m = ev.metrics or {}
+                total += int(m.get("tokens", 0))
                 tokens_at[ev.version] = total
-                r, n = ev.metrics.get("agent_reward_mean"), int(ev.metrics.get("samples", 0))
+                r, n = m.get("agent_reward_mean"), int(m.get("samples", 0))
                 if r is not None and n:
                     lo, hi = wilson_interval(r * n, n)
                     train.append({"version": ev.version, "tokens": total, "reward": round(r, 4), "low": round(lo, 4),
                                   "high": round(hi, 4), "samples": n})
-            elif t == "EvaluationCompleted":
-                ev = rec.envelope.event()
+                updates.append({"version": ev.version, **{k: m.get(k) for k in (
+                    "tokens", "samples", "agent_reward_mean", "policy_shift_kl", "logprob_shift_positive",
+                    "logprob_shift_negative", "logprob_mismatch", "grad_norm")}})
+            elif isinstance(ev, EvaluationCompleted):
                 evals.setdefault(ev.policy_version, []).append(ev)
+            elif isinstance(ev, RolloutCompleted) and not ev.hinted:
+                row = plays.setdefault(ev.policy_version, {"plays": 0, "won": 0, "tokens": 0, "cut": 0})
+                row["plays"] += 1
+                row["won"] += ev.episode_reward > 0
+                for turn in ev.turns:
+                    if turn.generation is None:
+                        continue
+                    row["cut"] += turn.generation.finish_reason == "length"
+                    try:
+                        gen = restore_generation(turn.generation, blobs)
+                    except (BlobError, ValueError):
+                        gen = None
+                    row["tokens"] += len(gen.completion_token_ids) if gen is not None else 0
     finally:
         log.close()
     heldout = []
@@ -317,53 +343,16 @@ def curves(data: Path, run_id: str) -> dict[str, Any]:
         heldout.append({"version": version, "tokens": tokens_at.get(version), "accuracy": round(c / n, 4),
                         "low": round(lo, 4), "high": round(hi, 4), "items": n})
     heldout.sort(key=lambda p: (p["tokens"] is None, p["tokens"] or 0))
-    return {"heldout": heldout, "train": train}
-
-
-def arm_detail(data: Path, run_id: str) -> dict[str, Any]:
-    """What each update did, from the arm's log: per update its metrics (trained tokens, training
-    reward, the policy shift and the log-prob mismatch), and per policy version the plain plays
-    it played (how many, the share won, answer tokens, answers cut at the token limit)."""
-    import msgspec
-
-    from spade_engine.blobs import BlobStore
-    from spade_engine.events.catalogue import PolicyUpdated, RolloutCompleted
-    from spade_engine.events.datadir import DataDir
-
-    blobs = BlobStore(DataDir(data).blobs_dir)
-    log = open_event_log(run_id, data_dir=data)
-    updates: list[dict[str, Any]] = []
-    plays: dict[str, dict[str, Any]] = {}
-    try:
-        for rec in log.read():
-            ev = rec.envelope.event() if rec.envelope.type in ("PolicyUpdated", "RolloutCompleted") else None
-            if isinstance(ev, PolicyUpdated):
-                m = ev.metrics or {}
-                updates.append({"version": ev.version, **{k: m.get(k) for k in (
-                    "tokens", "samples", "agent_reward_mean", "policy_shift_kl", "logprob_shift_positive",
-                    "logprob_shift_negative", "logprob_mismatch", "grad_norm")}})
-            elif isinstance(ev, RolloutCompleted) and not ev.hinted:
-                row = plays.setdefault(ev.policy_version, {"plays": 0, "won": 0, "tokens": 0, "cut": 0})
-                row["plays"] += 1
-                row["won"] += ev.episode_reward > 0
-                for turn in ev.turns:
-                    gen = turn.generation
-                    if gen is None:
-                        continue
-                    row["cut"] += gen.finish_reason == "length"
-                    ids = gen.completion_token_ids
-                    if not ids and gen.ref is not None:
-                        try:
-                            ids = msgspec.json.decode(blobs.get_bytes(gen.ref)).get("completion_token_ids", [])
-                        except (OSError, ValueError, msgspec.DecodeError):
-                            ids = []
-                    row["tokens"] += len(ids)
-    finally:
-        log.close()
     for row in plays.values():
         row["win_rate"] = round(row["won"] / row["plays"], 4) if row["plays"] else None
         row["mean_tokens"] = round(row.pop("tokens") / row["plays"], 1) if row["plays"] else None
-    return {"updates": updates, "plays": dict(sorted(plays.items(), key=lambda kv: int(kv[0].lstrip("v") or 0)))}
+    return {"curves": {"heldout": heldout, "train": train},
+            "detail": {"updates": updates, "plays": dict(sorted(plays.items(), key=lambda kv: int(kv[0].lstrip("v") or 0)))}}
+
+
+def curves(data: Path, run_id: str) -> dict[str, Any]:
+    """The ``curves`` part of :func:`read_arm`."""
+    return read_arm(data, run_id)["curves"]
 
 
 def paired(data: Path, run_a: str, ver_a: str, run_b: str, ver_b: str) -> dict[str, Any]:
@@ -557,7 +546,7 @@ def main() -> None:
         result = load_result(a.report_from, "learning")
         result["report_name"] = a.report_name  # the page's own files are named after it
         if "detail" not in result and a.data_dir is not None:  # a run from before the detail existed: read its logs
-            result["detail"] = {arm: arm_detail(a.data_dir, result["arms"][arm]["run_id"]) for arm in ("real", "random")}
+            result["detail"] = {arm: read_arm(a.data_dir, result["arms"][arm]["run_id"])["detail"] for arm in ("real", "random")}
         page = write_results(a.report_name, result, render, extra_files=figures(result))
         say(f"results page {page}")
         return
@@ -596,6 +585,7 @@ def main() -> None:
     # D's final against the base weights evaluated in R's run: the same items, paired
     rand = paired(data, real["run_id"], "v0", random_arm["run_id"], "latest")
     rvd = paired(data, random_arm["run_id"], "latest", real["run_id"], "latest")
+    logs = {"real": read_arm(data, real["run_id"]), "random": read_arm(data, random_arm["run_id"])}
     result = {
         "model": a.model, "backend": a.backend, "device": a.device, "smoke": a.smoke, "tasks": a.tasks, "pool_size": a.pool_size, "plays": a.plays,
         "batch_groups": a.batch_groups, "lr": a.lr, "temperature": a.temperature, "match": a.match, "lora_r": a.lora_r, "eval_max_new_tokens": a.eval_max_new_tokens,
@@ -608,8 +598,8 @@ def main() -> None:
         "trained_tokens": real["trained_tokens"], "random_trained_tokens": random_arm["trained_tokens"],
         "trained_token_ratio": round(random_arm["trained_tokens"] / real["trained_tokens"], 3) if real["trained_tokens"] else None,
         "arms": {"real": real, "random": random_arm},
-        "curves": {"real": curves(data, real["run_id"]), "random": curves(data, random_arm["run_id"])},
-        "detail": {"real": arm_detail(data, real["run_id"]), "random": arm_detail(data, random_arm["run_id"])},
+        "curves": {arm: logs[arm]["curves"] for arm in ("real", "random")},
+        "detail": {arm: logs[arm]["detail"] for arm in ("real", "random")},
         "minutes": round((time.perf_counter() - t_all) / 60, 1),
         "load_average_start": load_start, "load_average_end": round(os.getloadavg()[0], 2),
         "report_name": a.report_name, "provenance": measured,

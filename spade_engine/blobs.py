@@ -4,19 +4,24 @@ their sha256, referenced from events by :class:`~spade_engine.events.catalogue.B
 URIs have the form ``cas://sha256/<hex>`` and resolve against the store's root, so a run's
 references stay valid when the data directory moves. Writes are atomic (temp file + rename) and
 reads verify the digest.
+
+:func:`restore_generation` is the reading side of the engine's offload
+(:mod:`spade_engine.engine.offload`): a ``Generation`` whose token ids moved to a JSON blob, with
+its ids read back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
 
 from .errors import SpadeError
-from .events.catalogue import BlobRef
+from .events.catalogue import BlobRef, Generation
 
-__all__ = ["BlobStore", "BlobError"]
+__all__ = ["BlobStore", "BlobError", "restore_generation"]
 
 
 class BlobError(SpadeError):
@@ -91,3 +96,23 @@ class BlobStore:
         if verify and hashlib.sha256(data).hexdigest() != ref.sha256:
             raise BlobError(f"blob {ref.uri} is corrupt: sha256 does not match")
         return data
+
+
+def restore_generation(gen: Generation | None, blobs: BlobStore | None) -> Generation | None:
+    """``gen`` with its token ids and log-probs inline: as it is when they are inline already (or
+    it has no blob), read from the JSON blob its ``ref`` names otherwise. ``None`` when ``gen`` is
+    None, or its ids are in a blob and there is no store to read it from. Raises
+    :class:`BlobError` for a missing or corrupt blob and ``ValueError`` for one that is not JSON."""
+    if gen is None:
+        return None
+    if gen.ref is None or gen.completion_token_ids:
+        return gen
+    if blobs is None:
+        return None
+    data = json.loads(blobs.get_bytes(gen.ref))
+    return Generation(
+        prompt_token_ids=data.get("prompt_token_ids", []),
+        completion_token_ids=data.get("completion_token_ids", []),
+        logprobs=data.get("logprobs", []),
+        finish_reason=gen.finish_reason,
+    )

@@ -31,7 +31,6 @@ tokens (procedural policy) are counted as ``untokenized``.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -40,7 +39,7 @@ from typing import Any, Literal
 
 from ..archive.reader import LogReader
 from ..archive.records import Skipped
-from ..blobs import BlobStore
+from ..blobs import BlobStore, restore_generation
 from ..events.catalogue import (
     EnvironmentProposed,
     EnvironmentValidated,
@@ -163,19 +162,7 @@ class BatchAssembler(LogReader):
         self._skipped = Skipped()
 
     def _generation(self, gen: Generation | None) -> Generation | None:
-        if gen is None:
-            return None
-        if gen.ref is not None and not gen.completion_token_ids:
-            if self.blobs is None:
-                return None
-            data = json.loads(self.blobs.get_bytes(gen.ref))
-            return Generation(
-                prompt_token_ids=data.get("prompt_token_ids", []),
-                completion_token_ids=data.get("completion_token_ids", []),
-                logprobs=data.get("logprobs", []),
-                finish_reason=gen.finish_reason,
-            )
-        return gen
+        return restore_generation(gen, self.blobs)
 
     def observe(self, rec: Record) -> None:
         """Fold one record (:meth:`LogReader.apply`). Never raises on events it cannot read (they
