@@ -15,9 +15,12 @@ that version, of the version before it, and with none (``v0``). Per version it p
 * ``kl_to_prev``: mean of ``trainer(version) - trainer(version before)`` over tokens sampled from
   the version: an estimate of KL(version || version before) per token at the sampling temperature.
 
-Ends with one JSON line. Needs the run's data directory (log and blobs) and the fetched model::
+Ends with one JSON line (``versions``: the rows above; ``worst_served_gap`` and ``least_update_shift``
+over the trained versions). Needs the run's data directory (log and blobs) and its model (the
+run's ``policy.model``, fetched), no llama.cpp::
 
-    python3 bench/serving_parity.py --data-dir DATA --run RUN_ID [--plays 12] [--temperature 0.7]
+    python3 bench/serving_parity.py --data-dir DATA --run RUN_ID [--plays 12] [--report]
+    python3 bench/serving_parity.py --smoke    # a tiny model's run (transformers, merged weights), seconds (CI)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from spade_engine.textout import quiet_libraries  # noqa: E402
@@ -46,9 +50,9 @@ def version_number(version: str) -> int:
     return int(version.lstrip("v") or 0)
 
 
-def collect(data: Path, run_id: str, per_version: int) -> tuple[dict[str, list[Any]], dict[str, Any], float | None]:
+def collect(data: Path, run_id: str, per_version: int) -> tuple[dict[str, list[Any]], dict[str, Any], dict[str, Any]]:
     """The first ``per_version`` plain plays' generations of each version, each version's
-    PolicyUpdated, and the agent's sampling temperature the run recorded."""
+    PolicyUpdated, and the run's recorded config (its first RunStarted)."""
     from spade_engine.blobs import BlobStore, restore_generation
     from spade_engine.events.catalogue import PolicyUpdated, RolloutCompleted, RunStarted
     from spade_engine.events.datadir import DataDir
@@ -57,16 +61,15 @@ def collect(data: Path, run_id: str, per_version: int) -> tuple[dict[str, list[A
     blobs = BlobStore(DataDir(data).blobs_dir)
     gens: dict[str, list[Any]] = {}
     updates: dict[str, Any] = {}
-    temperature = None
+    config: dict[str, Any] | None = None
     log = open_event_log(run_id, data_dir=data)
     try:
         for rec in log.read():
             if rec.envelope.type not in ("RunStarted", "PolicyUpdated", "RolloutCompleted"):
                 continue
             ev = rec.envelope.event()
-            if isinstance(ev, RunStarted) and temperature is None:
-                agent = ev.config.get("policy", {}).get("generation", {}).get("agent", {})
-                temperature = agent.get("temperature")
+            if isinstance(ev, RunStarted) and config is None:
+                config = ev.config
             elif isinstance(ev, PolicyUpdated):
                 updates[ev.version] = ev
             elif isinstance(ev, RolloutCompleted) and not ev.hinted:
@@ -76,18 +79,67 @@ def collect(data: Path, run_id: str, per_version: int) -> tuple[dict[str, list[A
                                if g is not None and g.completion_token_ids)
     finally:
         log.close()
-    return gens, updates, temperature
+    return gens, updates, config or {}
+
+
+def smoke_run(data_dir: Path) -> str:
+    """A tiny model's run: a round of plays by v0, one LoRA update (merged weights recorded), a
+    round by v1 served through the transformers policy's ``load_version``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from trainer_driver import play_round
+
+    from spade_engine.blobs import BlobStore
+    from spade_engine.config import load_config
+    from spade_engine.events import RunStarted, make_envelope
+    from spade_engine.events.store import new_run_id, open_event_log
+    from spade_engine.policy.transformers_policy import TransformersPolicy
+    from spade_engine.policy.versions import load_policy_update
+    from spade_engine.trainer.loop import Trainer
+
+    cfg = load_config(overrides={
+        "policy.kind": "transformers", "policy.model": "tiny:0", "trainer.enabled": True, "trainer.lora": True,
+        "trainer.lora_r": 4, "trainer.lora_alpha": 8, "trainer.learning_rate": 5e-2, "trainer.device": "cpu",
+        "trainer.precision": "fp32", "trainer.max_lag": 2,
+        "policy.generation.agent.temperature": 1.0,  # what the tiny policy samples at (the requests name none)
+    }, environ={})
+    run_id = new_run_id()
+    blobs = BlobStore(data_dir / "blobs")
+    log = open_event_log(run_id, data_dir=data_dir, create=True)
+    log.append([make_envelope(RunStarted(config=cfg.model_dump(mode="json"), engine_version="bench", seed=0),
+                              run_id=run_id, producer="bench")])
+    policy = TransformersPolicy.from_tiny(seed=0)
+    play_round(policy, log, run_id, 0, max_new_tokens=6)
+    (update,) = Trainer(log, blobs=blobs, config=cfg.trainer, base_model="tiny:0",
+                        temperature=cfg.policy.generation.trained_temperatures(), merged_weights=True).run(max_updates=1)
+    load_policy_update(policy, update, blobs)
+    play_round(policy, log, run_id, 1, max_new_tokens=6)
+    log.close()
+    return run_id
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", type=Path, required=True)
-    ap.add_argument("--run", required=True, help="the run id (a llama.cpp run with LoRA updates)")
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--run", default=None, help="the run id (a run with LoRA updates)")
+    ap.add_argument("--model", default=None, help="the base model (default: the run's policy.model)")
     ap.add_argument("--plays", type=int, default=12, help="plain plays scored per policy version")
     ap.add_argument("--temperature", type=float, default=None, help="default: the agent's, from the run's RunStarted")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--smoke", action="store_true", help="record a tiny model's run first and check it")
+    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-serving-parity.{json,md}")
     a = ap.parse_args()
+    from results_page import provenance, write_results
+
+    measured = provenance()
+    if a.smoke:
+        import tempfile
+
+        tmp = tempfile.TemporaryDirectory(prefix="spade-bench-parity-")
+        a.data_dir = a.data_dir or Path(tmp.name)
+        a.run = smoke_run(a.data_dir)
+        say(f"smoke run {a.run} recorded")
+    if a.run is None or a.data_dir is None:
+        ap.error("give --run and --data-dir (or --smoke)")
 
     import torch
     from peft import LoraConfig, get_peft_model
@@ -101,17 +153,22 @@ def main() -> None:
 
     torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
-    gens, updates, run_temperature = collect(a.data_dir, a.run, a.plays)
+    gens, updates, config = collect(a.data_dir, a.run, a.plays)
+    policy_cfg = config.get("policy", {})
+    run_temperature = policy_cfg.get("generation", {}).get("agent", {}).get("temperature")
     temperature = a.temperature if a.temperature is not None else (run_temperature if run_temperature is not None else 1.0)
+    model_spec = a.model or policy_cfg.get("model")
+    if not model_spec:
+        raise SystemExit(f"run {a.run} records no policy.model: give --model")
     versions = sorted(gens, key=version_number)
-    say(f"run {a.run}: plays of {', '.join(f'{v} ({len(gens[v])})' for v in versions)}; updates {sorted(updates, key=version_number)}; "
+    say(f"run {a.run} ({model_spec}): plays of {', '.join(f'{v} ({len(gens[v])})' for v in versions)}; updates {sorted(updates, key=version_number)}; "
         f"temperature {temperature}")
     blobs = BlobStore(DataDir(a.data_dir).blobs_dir)
     adapters = {v: update_paths(ev, blobs)[1] for v, ev in updates.items()}
     if not adapters or any(p is None for p in adapters.values()):
         raise SystemExit(f"run {a.run} has no LoRA adapters to compare against (updates: {sorted(adapters)})")
     _, meta = read_adapter(next(iter(adapters.values())))
-    base, _ = load_base_model(a.model, device=torch.device("cpu"))
+    base, _ = load_base_model(model_spec, device=torch.device("cpu"), data_dir=a.data_dir)
     model = get_peft_model(base, LoraConfig(r=int(meta["r"]), lora_alpha=float(meta["alpha"]),
                                             target_modules=meta["target_modules"], lora_dropout=0.0)).eval()
 
@@ -157,8 +214,37 @@ def main() -> None:
                 row["base_gap"] = mean_abs(served, score("v0", gl))
         say(json.dumps(row))
         rows.append(row)
-    print(json.dumps({"run": a.run, "temperature": temperature, "plays_per_version": a.plays, "versions": rows,
-                      "minutes": round((time.perf_counter() - t0) / 60, 1)}))
+    trained = [r for r in rows if r["version"] != "v0"]
+    result = {"run": a.run, "model": model_spec, "temperature": temperature, "plays_per_version": a.plays, "versions": rows,
+              "worst_served_gap": max((r["served_gap"] for r in trained), default=None),
+              "least_update_shift": min((r["update_shift"] for r in trained), default=None),
+              "smoke": a.smoke, "minutes": round((time.perf_counter() - t0) / 60, 1), "provenance": measured}
+    if a.report and not a.smoke:
+        say(f"results page {write_results('serving-parity', result, render)}")
+    print(json.dumps(result))
+
+
+def render(r: dict[str, Any]) -> str:
+    lines = [
+        f"Run `{r['run']}` (model `{r['model']}`): the first {r['plays_per_version']} plain plays of each policy version, "
+        f"their completions scored by the trainer's weights (the base model in float32, with each version's LoRA adapter) "
+        f"at temperature {r['temperature']}, against the log-probs the serving policy recorded while playing. "
+        "Mean absolute differences in nats per token.",
+        "",
+        "| version | sequences | tokens | served - trainer (same version) | served - trainer (version before) | "
+        "served - trainer (v0) | the update's shift | KL to the version before |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(row: dict[str, Any], key: str, fmt: str = ".4f") -> str:
+        return format(row[key], fmt) if row.get(key) is not None else "-"
+
+    for row in r["versions"]:
+        base = row["served_gap"] if row["version"] == "v0" else row.get("base_gap")
+        lines.append(f"| {row['version']} | {row['sequences']} | {row['tokens']} | {row['served_gap']:.4f} | "
+                     f"{cell(row, 'prev_gap')} | {'-' if base is None else format(base, '.4f')} | "
+                     f"{cell(row, 'update_shift')} | {cell(row, 'kl_to_prev', '.5f')} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
