@@ -244,7 +244,7 @@ def test_the_distributed_designer_proposes_from_the_source(tmp_path):
     run_id = new_run_id()
     log = SqliteEventLog(tmp_path / "events.sqlite", run_id)
     cfg = load_config(overrides={"seed": 2, "loop.max_envs": 3, "loop.env_source": "rg:gcd,lcm?size=1"}, environ={})
-    source = open_env_source(cfg, data_dir=tmp_path)
+    source = open_env_source(cfg.loop, cfg.eval, cfg.log, seed=cfg.seed, data_dir=tmp_path)
     ctx = StageContext(run_id=run_id, cfg=cfg, policy=make_policy(cfg.policy), corpus=Corpus.from_paths([]))
     engine = Engine(log=log, cfg=cfg, ctx=ctx, proposer=source.propose)
     designer = DesignerWorker(engine, ahead=5)

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from .spec import EnvSourceError, EnvSourceSpec, parse_env_source, source_of
 
 if TYPE_CHECKING:
-    from ..config import LoopConfig
+    from ..config import EvalConfig, LogConfig, LoopConfig
+    from .sources import EnvSource
 
 __all__ = [
     "EnvSourceError",
@@ -63,44 +64,46 @@ def source_run_policy(spec: EnvSourceSpec, *, data_dir: Path, backend: str = "sq
     return {"policy.kind": cfg.policy.kind, "policy.model": cfg.policy.model}
 
 
-def open_env_source(cfg: Any, *, data_dir: Path) -> Any:
-    """The source named by ``cfg.loop.env_source`` (an object with ``propose(engine, index)``,
-    ``describe()`` and ``close()``); raises :class:`EnvSourceError` for the designer or a source
-    that cannot be built."""
-    spec = source_of(cfg.loop)
+def open_env_source(loop: LoopConfig, eval_cfg: EvalConfig, log: LogConfig, *, seed: int | None, data_dir: Path) -> EnvSource:
+    """The source named by ``loop.env_source`` for a run with ``seed`` (its items are drawn with
+    it), its ``[eval]`` section (a pool leaves out the items of its held-out suites) and its
+    ``[log]`` section (where an ``archive:RUN`` source's run is read); raises
+    :class:`EnvSourceError` for the designer or a source that cannot be built."""
+    if seed is None:
+        raise ValueError("open_env_source needs the run's seed: draw it first (EngineConfig.with_run_seed)")
+    spec = source_of(loop)
     if spec.kind == "reasoning-gym":
         from .rgpool import build_pool
         from .sources import PoolSource
 
-        if spec.turns > cfg.loop.turn_limit:
+        if spec.turns > loop.turn_limit:
             raise EnvSourceError(
-                f"env source turns={spec.turns} exceeds loop.turn_limit={cfg.loop.turn_limit}: an episode must end "
+                f"env source turns={spec.turns} exceeds loop.turn_limit={loop.turn_limit}: an episode must end "
                 "within the turn limit"
             )
-        exclude = (tuple(cfg.eval.suites), cfg.eval.size, cfg.eval.seed) if cfg.eval.every > 0 else None
-        pool = build_pool(spec.tasks, size=spec.size, turns=spec.turns, seed=cfg.seed, exclude_eval=exclude)
-        return PoolSource(pool=pool, text=cfg.loop.env_source)
+        exclude = (tuple(eval_cfg.suites), eval_cfg.size, eval_cfg.seed) if eval_cfg.every > 0 else None
+        pool = build_pool(spec.tasks, size=spec.size, turns=spec.turns, seed=seed, exclude_eval=exclude)
+        return PoolSource(pool=pool, text=loop.env_source)
     if spec.kind == "textarena":
         from .sources import PoolSource
         from .textarena_pool import TextArenaError, build_pool as build_textarena_pool
 
         try:
-            pool = build_textarena_pool(spec.tasks, size=spec.size, seed=cfg.seed)
+            ta_pool = build_textarena_pool(spec.tasks, size=spec.size, seed=seed)
         except TextArenaError as exc:
             raise EnvSourceError(str(exc)) from None
-        return PoolSource(pool=pool, text=cfg.loop.env_source)
+        return PoolSource(pool=ta_pool, text=loop.env_source)
     if spec.kind == "archive":
         from ..events.store import open_event_log, resolve_run
         from .archive import recorded_curriculum
         from .sources import ArchiveSource
 
-        backend, bootstrap = cfg.log.backend, cfg.log.bootstrap
-        run_id = resolve_run(spec.run, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
-        log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap, read_only=True)
+        run_id = resolve_run(spec.run, data_dir=data_dir, backend=log.backend, bootstrap=log.bootstrap)
+        source_log = open_event_log(run_id, data_dir=data_dir, backend=log.backend, bootstrap=log.bootstrap, read_only=True)
         try:
-            curriculum = recorded_curriculum(log)
+            curriculum = recorded_curriculum(source_log)
         finally:
-            log.close()
+            source_log.close()
         if not curriculum:
             raise EnvSourceError(f"run {run_id} has no accepted environments to replay")
         return ArchiveSource(run_id=run_id, curriculum=curriculum)

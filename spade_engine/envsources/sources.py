@@ -20,13 +20,62 @@ only (the designer samples are counted as untokenised).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine.pipeline import env_id_for
-from ..events.catalogue import EnvironmentProposed
+from ..events.catalogue import DocumentRef, EnvironmentProposed
 
-__all__ = ["PoolSource", "ArchiveSource"]
+if TYPE_CHECKING:
+    from ..engine.loop import Engine
+
+__all__ = ["EnvSource", "ItemPool", "PoolSource", "ArchiveSource"]
+
+
+class EnvSource(Protocol):
+    """A fixed source of environments: the engine's proposer (``propose``), what it is
+    (``describe``, recorded with the run) and what it holds (``close``)."""
+
+    def propose(self, engine: Engine, index: int) -> EnvironmentProposed:
+        """The environment of slot ``index`` (a pure function of the source and the index)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class PoolItem(Protocol):
+    """One wrapped item of a pool (:class:`~.rgpool.PoolItem`, :class:`~.textarena_pool.TextArenaItem`)."""
+
+    @property
+    def task(self) -> str: ...
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def item_id(self) -> str: ...
+
+    @property
+    def code(self) -> str: ...
+
+    def document(self, generator: str) -> DocumentRef: ...
+
+
+class ItemPool(Protocol):
+    """A pool of wrapped items (:class:`~.rgpool.Pool`, :class:`~.textarena_pool.TextArenaPool`)."""
+
+    @property
+    def generator(self) -> str: ...
+
+    @property
+    def items(self) -> Sequence[PoolItem]: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 def _sha(text: str) -> str:
@@ -39,10 +88,10 @@ class PoolSource:
     :class:`~.rgpool.Pool` or a :class:`~.textarena_pool.TextArenaPool`, whose items have
     ``task``, ``index``, ``item_id``, ``code`` and ``document(generator)``."""
 
-    pool: Any
+    pool: ItemPool
     text: str
 
-    def propose(self, engine: Any, index: int) -> EnvironmentProposed:
+    def propose(self, engine: Engine, index: int) -> EnvironmentProposed:
         items = self.pool.items
         item = items[index % len(items)]
         return EnvironmentProposed(
@@ -72,7 +121,7 @@ class ArchiveSource:
     run_id: str
     curriculum: list[EnvironmentProposed]
 
-    def propose(self, engine: Any, index: int) -> EnvironmentProposed:
+    def propose(self, engine: Engine, index: int) -> EnvironmentProposed:
         from .archive import replayed_proposal
 
         old = self.curriculum[index % len(self.curriculum)]

@@ -157,7 +157,7 @@ def open_engine(
             from ..envsources import open_env_source
 
             # built first: a source that cannot be built leaves no run behind
-            source = open_env_source(cfg, data_dir=data_dir)
+            source = open_env_source(cfg.loop, cfg.eval, cfg.log, seed=cfg.seed, data_dir=data_dir)
             closers.append(source.close)
             proposer = source.propose
         run_dir = DataDir(data_dir).run_dir(run_id)

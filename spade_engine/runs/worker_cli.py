@@ -161,7 +161,7 @@ def _designer(root, b, boot, config, run, new, max_envs, plays, seed, partitions
     if cfg.loop.env_source:
         from ..envsources import open_env_source
 
-        source = open_env_source(cfg, data_dir=root)  # before the log: a bad source leaves no run
+        source = open_env_source(cfg.loop, cfg.eval, cfg.log, seed=cfg.seed, data_dir=root)  # before the log: a bad source leaves no run
     if log is None:
         log = open_event_log(run_id, data_dir=root, backend=b, bootstrap=boot, create=True, partitions=cfg.log.partitions)
     built = None
