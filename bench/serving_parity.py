@@ -127,8 +127,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="record a tiny model's run first and check it")
     ap.add_argument("--report", action="store_true", help="write docs/results/<date>-serving-parity.{json,md}")
+    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
+                    help="write the results page of an earlier run from the JSON line it printed (nothing is run)")
     a = ap.parse_args()
-    from results_page import provenance, write_results
+    from results_page import load_result, provenance, write_results
+
+    if a.report_from is not None:
+        say(f"results page {write_results('serving-parity', load_result(a.report_from, 'serving_parity'), render)}")
+        return
 
     measured = provenance()
     if a.smoke:
@@ -240,7 +246,7 @@ def render(r: dict[str, Any]) -> str:
         return format(row[key], fmt) if row.get(key) is not None else "-"
 
     for row in r["versions"]:
-        base = row["served_gap"] if row["version"] == "v0" else row.get("base_gap")
+        base = row["served_gap"] if row["version"] == "v0" else (row["prev_gap"] if row.get("prev") == "v0" else row.get("base_gap"))
         lines.append(f"| {row['version']} | {row['sequences']} | {row['tokens']} | {row['served_gap']:.4f} | "
                      f"{cell(row, 'prev_gap')} | {'-' if base is None else format(base, '.4f')} | "
                      f"{cell(row, 'update_shift')} | {cell(row, 'kl_to_prev', '.5f')} |")
