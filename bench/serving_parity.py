@@ -47,39 +47,41 @@ def say(msg: str) -> None:
 
 
 def version_number(version: str) -> int:
-    return int(version.lstrip("v") or 0)
+    """The step of ``vN`` (:func:`~spade_engine.trainer.checkpoints.version_step`), 0 for the base."""
+    from spade_engine.trainer.checkpoints import version_step
+
+    return version_step(version) or 0
 
 
-def collect(data: Path, run_id: str, per_version: int) -> tuple[dict[str, list[Any]], dict[str, Any], dict[str, Any]]:
-    """The first ``per_version`` plain plays' generations of each version, each version's
-    PolicyUpdated, and the run's recorded config (its first RunStarted)."""
+def collect(data: Path, run_id: str, per_version: int) -> tuple[dict[str, list[Any]], dict[str, Any], Any]:
+    """The generations of the first ``per_version`` plain plays of each version, each version's
+    PolicyUpdated, and the run's recorded config (:func:`~spade_engine.recorded.recorded_config_or_default`)."""
     from spade_engine.blobs import BlobStore, restore_generation
-    from spade_engine.events.catalogue import PolicyUpdated, RolloutCompleted, RunStarted
+    from spade_engine.events.catalogue import PolicyUpdated, RolloutCompleted
     from spade_engine.events.datadir import DataDir
     from spade_engine.events.store import open_event_log
+    from spade_engine.recorded import recorded_config_or_default
 
     blobs = BlobStore(DataDir(data).blobs_dir)
     gens: dict[str, list[Any]] = {}
+    plays: dict[str, int] = {}
     updates: dict[str, Any] = {}
-    config: dict[str, Any] | None = None
     log = open_event_log(run_id, data_dir=data)
     try:
+        config = recorded_config_or_default(log)  # reads up to the first RunStarted
         for rec in log.read():
-            if rec.envelope.type not in ("RunStarted", "PolicyUpdated", "RolloutCompleted"):
+            if rec.envelope.type not in ("PolicyUpdated", "RolloutCompleted"):
                 continue
             ev = rec.envelope.event()
-            if isinstance(ev, RunStarted) and config is None:
-                config = ev.config
-            elif isinstance(ev, PolicyUpdated):
+            if isinstance(ev, PolicyUpdated):
                 updates[ev.version] = ev
-            elif isinstance(ev, RolloutCompleted) and not ev.hinted:
-                got = gens.setdefault(ev.policy_version, [])
-                if len(got) < per_version:
-                    got.extend(g for g in (restore_generation(t.generation, blobs) for t in ev.turns)
-                               if g is not None and g.completion_token_ids)
+            elif isinstance(ev, RolloutCompleted) and not ev.hinted and plays.get(ev.policy_version, 0) < per_version:
+                plays[ev.policy_version] = plays.get(ev.policy_version, 0) + 1
+                gens.setdefault(ev.policy_version, []).extend(
+                    g for g in (restore_generation(t.generation, blobs) for t in ev.turns) if g is not None and g.completion_token_ids)
     finally:
         log.close()
-    return gens, updates, config or {}
+    return gens, updates, config
 
 
 def smoke_run(data_dir: Path) -> str:
@@ -147,23 +149,22 @@ def main() -> None:
     if a.run is None or a.data_dir is None:
         ap.error("give --run and --data-dir (or --smoke)")
 
+    import contextlib
+
     import torch
-    from peft import LoraConfig, get_peft_model
 
     from spade_engine.blobs import BlobStore
     from spade_engine.events.datadir import DataDir
-    from spade_engine.policy.lora_adapter import load_adapter_into, read_adapter
+    from spade_engine.policy.lora_adapter import load_adapter_into
     from spade_engine.policy.versions import update_paths
-    from spade_engine.trainer.model import load_base_model
+    from spade_engine.trainer.model import TrainModel, load_base_model
     from spade_engine.trainer.scoring import token_logprobs
 
     torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
     gens, updates, config = collect(a.data_dir, a.run, a.plays)
-    policy_cfg = config.get("policy", {})
-    run_temperature = policy_cfg.get("generation", {}).get("agent", {}).get("temperature")
-    temperature = a.temperature if a.temperature is not None else (run_temperature if run_temperature is not None else 1.0)
-    model_spec = a.model or policy_cfg.get("model")
+    temperature = a.temperature if a.temperature is not None else config.policy.generation.trained_temperatures()["agent"]
+    model_spec = a.model or config.policy.model
     if not model_spec:
         raise SystemExit(f"run {a.run} records no policy.model: give --model")
     versions = sorted(gens, key=version_number)
@@ -173,26 +174,22 @@ def main() -> None:
     adapters = {v: update_paths(ev, blobs)[1] for v, ev in updates.items()}
     if not adapters or any(p is None for p in adapters.values()):
         raise SystemExit(f"run {a.run} has no LoRA adapters to compare against (updates: {sorted(adapters)})")
-    _, meta = read_adapter(next(iter(adapters.values())))
     base, _ = load_base_model(model_spec, device=torch.device("cpu"), data_dir=a.data_dir)
-    model = get_peft_model(base, LoraConfig(r=int(meta["r"]), lora_alpha=float(meta["alpha"]),
-                                            target_modules=meta["target_modules"], lora_dropout=0.0)).eval()
+    # the run's own LoRA model (its rank, alpha and targets), in float32 and without a KL reference
+    scoring_cfg = config.trainer.model_copy(update={"lora": True, "precision": "fp32", "device": "cpu", "kl_coef": 0.0,
+                                                    "deepspeed_config": None, "compile": False, "gradient_checkpointing": False})
+    model = TrainModel(base, scoring_cfg, device=torch.device("cpu")).model.eval()
 
     def score(version: str, gen_list: list[Any]) -> list[torch.Tensor]:
         out = []
-        with torch.no_grad():
-            if version == "v0":
-                ctx: Any = model.disable_adapter()
-            else:
-                load_adapter_into(model, adapters[version])
-                import contextlib
-                ctx = contextlib.nullcontext()
-            with ctx:
-                for g in gen_list:
-                    ids = torch.tensor([list(g.prompt_token_ids) + list(g.completion_token_ids)])
-                    lp = token_logprobs(model, ids, temperature=temperature)[0]
-                    n = len(g.prompt_token_ids)
-                    out.append(lp[n - 1: n - 1 + len(g.completion_token_ids)].float())
+        if version != "v0":
+            load_adapter_into(model, adapters[version])
+        with torch.no_grad(), (model.disable_adapter() if version == "v0" else contextlib.nullcontext()):
+            for g in gen_list:
+                ids = torch.tensor([list(g.prompt_token_ids) + list(g.completion_token_ids)])
+                lp = token_logprobs(model, ids, temperature=temperature)[0]
+                n = len(g.prompt_token_ids)
+                out.append(lp[n - 1: n - 1 + len(g.completion_token_ids)].float())
         return out
 
     def mean_abs(xs: list[torch.Tensor], ys: list[torch.Tensor]) -> float:
