@@ -16,12 +16,15 @@ longer fits the model's context window (finish reason ``context``) ends the epis
 its :data:`~spade_engine.events.catalogue.END_REASONS` entry.
 
 Plays of one environment run in lockstep (one batched ``generate`` per turn across the plays that
-are still going), so batched LLM backends are used efficiently.
+are still going), so batched LLM backends are used efficiently, and their sandbox calls (open and
+reset, each turn's step, close, the after-play check) run at once on the pool's workers
+(:mod:`.at_once`); plays are handed over in play order whichever finished first.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +35,7 @@ from ..events.catalogue import RolloutCompleted, Turn
 from ..policy.protocol import PolicyRequest, Sample
 from ..policy.request_context import PlayContext
 from ..sandbox.limits import MAX_ACTION_CHARS
+from .at_once import at_once
 from .bounds import bound_rollout
 from .regret import episode_reward
 
@@ -146,6 +150,34 @@ def _close(ep: _Episode) -> None:
         ep.cm = None
 
 
+@dataclass(frozen=True)
+class _Stepped:
+    """What one ``step()`` call gave: (observation, reward, terminated, truncated), or the error
+    it raised, and how long it took."""
+
+    result: tuple[str, float, bool, bool] = ("", 0.0, False, False)
+    error: Exception | None = None
+    seconds: float = 0.0
+
+
+def _after(after_play: Callable[[RolloutCompleted], RolloutCompleted], ep: _Episode, payload: RolloutCompleted) -> RolloutCompleted:
+    """``after_play(payload)``, its time added to the play's sandbox seconds."""
+    t0 = time.perf_counter()
+    try:
+        return after_play(payload)
+    finally:
+        ep.sandbox_seconds += time.perf_counter() - t0
+
+
+def _step(ep: _Episode, action: str) -> _Stepped:
+    t0 = time.perf_counter()
+    try:
+        obs, reward, term, trunc, _info = ep.session.step(action)
+    except Exception as exc:  # noqa: BLE001 - recorded as the play's end
+        return _Stepped(error=exc, seconds=time.perf_counter() - t0)
+    return _Stepped(result=(obs, reward, term, trunc), seconds=time.perf_counter() - t0)
+
+
 def play_episodes(
     *,
     concurrency: int | None = None,
@@ -163,6 +195,7 @@ def play_episodes(
     should_stop: Callable[[], bool] = lambda: False,
     settings: Mapping[str, Any] | None = None,
     system_prompt: str | None = None,
+    after_play: Callable[[RolloutCompleted], RolloutCompleted] | None = None,
 ) -> list[RolloutCompleted]:
     """Run ``specs`` in lockstep and return one RolloutCompleted payload per finished play.
 
@@ -174,8 +207,10 @@ def play_episodes(
 
     At most ``concurrency`` sessions are open at once (groups run one after the other).
 
-    ``on_done(payload, sandbox_seconds)`` is called as soon as each play finishes (the loop
-    appends it to the log right away). If ``should_stop()`` turns true, plays not finished yet are
+    ``after_play(payload)`` gives what is handed on for each finished play (the play stage
+    replays won plays with a wrong answer there); plays that end in the same turn go through it
+    at once. ``on_done(payload, sandbox_seconds)`` is then called for each, in play order (the
+    loop appends it to the log right away); its sandbox seconds include ``after_play``'s time. If ``should_stop()`` turns true, plays not finished yet are
     abandoned (no event): a resumed run plays them again from the start.
     """
     if concurrency and len(specs) > concurrency:
@@ -189,7 +224,7 @@ def play_episodes(
                     policy_version=policy_version,
                     hint=hint, turn_limit=turn_limit, context=context, timeout_errors=timeout_errors,
                     crash_errors=crash_errors, on_done=on_done, should_stop=should_stop, settings=settings,
-                    system_prompt=system_prompt,
+                    system_prompt=system_prompt, after_play=after_play,
                 )
             )
         return out
@@ -197,19 +232,20 @@ def play_episodes(
         env_id=env_id, specs=specs, policy_version=policy_version, hint=hint,
         context=context if context is not None else PlayContext(skill="", difficulty=0.5),
         timeout_errors=timeout_errors, crash_errors=crash_errors, on_done=on_done, settings=dict(settings or {}),
-        system_prompt=AGENT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
+        system_prompt=AGENT_SYSTEM_PROMPT if system_prompt is None else system_prompt, after_play=after_play,
     )
     try:
         plays.open_all(open_session)
+        plays.flush()
         for turn in range(turn_limit):
             live = plays.live()
             if not live or should_stop():
                 break
-            samples = generate(plays.requests(live, turn))
-            for ep, sample in zip(live, samples):
-                plays.take_turn(ep, sample)
+            plays.take_turns(live, generate(plays.requests(live, turn)))
+            plays.flush()
         if not should_stop():
             plays.end_at_turn_limit()
+            plays.flush()
     finally:
         plays.close()
     return plays.results
@@ -223,31 +259,41 @@ class _Lockstep:
         self, *, env_id: str, specs: Sequence[PlaySpec], policy_version: str, hint: str | None, context: PlayContext,
         timeout_errors: tuple[type[BaseException], ...], crash_errors: tuple[type[BaseException], ...],
         on_done: Callable[[RolloutCompleted, float], None] | None, settings: dict[str, Any], system_prompt: str,
+        after_play: Callable[[RolloutCompleted], RolloutCompleted] | None = None,
     ):
         self.env_id, self.policy_version, self.hint, self.context = env_id, policy_version, hint, context
         self.timeout_errors, self.crash_errors, self.on_done = timeout_errors, crash_errors, on_done
         self.settings, self.system_prompt = settings, system_prompt
         self.eps = [_Episode(spec=s) for s in specs]
+        self.after_play = after_play
         self.results: list[RolloutCompleted] = []
+        self.pending: list[_Episode] = []  # ended, not yet handed over (:meth:`flush`)
 
     def open_all(self, open_session: SessionFactory) -> None:
-        """Open and reset every play; one that fails is finished with its error."""
-        for ep in self.eps:
-            ep.started = time.perf_counter()
-            t0 = time.perf_counter()
+        """Open and reset every play, all at once (:func:`.at_once`); one that fails is finished
+        with its error (in play order, here)."""
+
+        def open_one(ep: _Episode) -> Exception | None:
+            ep.started = t0 = time.perf_counter()
             try:
                 ep.cm = open_session()
                 ep.session = ep.cm.__enter__()
                 obs, _info = ep.session.reset(seed=ep.spec.seed)
             except Exception as exc:  # noqa: BLE001
+                return exc
+            finally:
                 ep.sandbox_seconds += time.perf_counter() - t0
+            ep.last_obs = str(obs)
+            return None
+
+        errors = at_once([functools.partial(open_one, ep) for ep in self.eps], len(self.eps))
+        for ep, exc in zip(self.eps, errors):
+            if exc is not None:
                 self.fail(ep, exc)
                 continue
-            ep.sandbox_seconds += time.perf_counter() - t0
-            ep.last_obs = str(obs)
             ep.messages = [
                 {"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": first_user_message(str(obs), self.hint if ep.spec.hinted else None)},
+                {"role": "user", "content": first_user_message(ep.last_obs, self.hint if ep.spec.hinted else None)},
             ]
 
     def live(self) -> list[_Episode]:
@@ -269,35 +315,42 @@ class _Lockstep:
             for ep in live
         ]
 
-    def take_turn(self, ep: _Episode, sample: Sample) -> None:
-        """Send the reply's action to the play's environment and record the turn; a reply cut by
-        the token limit or the window is recorded but not sent, and ends the play."""
-        action = to_action(sample.text)[:MAX_ACTION_CHARS]  # what is sent is what is recorded
-        if sample.finish_reason in ("length", "context"):
-            if sample.completion_token_ids or sample.text:
-                ep.turns.append(
-                    Turn(observation=ep.last_obs, action=action, reward=0.0, truncated=True, generation=sample.generation())
-                )
-            ep.truncated = True
-            ep.end_reason = "agent_length" if sample.finish_reason == "length" else "context"
-            self.finish(ep)
-            return
-        t0 = time.perf_counter()
-        try:
-            obs, reward, term, trunc, _info = ep.session.step(action)
-        except Exception as exc:  # noqa: BLE001
-            ep.sandbox_seconds += time.perf_counter() - t0
+    def take_turns(self, live: list[_Episode], samples: Sequence[Sample]) -> None:
+        """Send each reply's action to its play's environment, all at once (:func:`.at_once`),
+        then record the turns in play order; a reply cut by the token limit or the window is
+        recorded but not sent, and ends its play."""
+        actions = [to_action(sample.text)[:MAX_ACTION_CHARS] for sample in samples]  # what is sent is what is recorded
+        sent = [i for i, sample in enumerate(samples) if sample.finish_reason not in ("length", "context")]
+        stepped = dict(zip(sent, at_once([functools.partial(_step, live[i], actions[i]) for i in sent], len(sent))))
+        for i, (ep, sample) in enumerate(zip(live, samples)):
+            if i in stepped:
+                self.took_turn(ep, sample, actions[i], stepped[i])
+            else:
+                self.cut_turn(ep, sample, actions[i])
+
+    def cut_turn(self, ep: _Episode, sample: Sample, action: str) -> None:
+        """A reply cut by the token limit or the window: recorded (when there is one), not sent;
+        the play ends."""
+        if sample.completion_token_ids or sample.text:
+            ep.turns.append(Turn(observation=ep.last_obs, action=action, reward=0.0, truncated=True, generation=sample.generation()))
+        ep.truncated = True
+        ep.end_reason = "agent_length" if sample.finish_reason == "length" else "context"
+        self.finish(ep)
+
+    def took_turn(self, ep: _Episode, sample: Sample, action: str, stepped: "_Stepped") -> None:
+        """Record what ``step(action)`` did to the play (or the error that ends it)."""
+        ep.sandbox_seconds += stepped.seconds
+        if stepped.error is not None:
             ep.turns.append(
                 Turn(observation=ep.last_obs, action=action, reward=0.0, generation=sample.generation(),
-                     step_seconds=round(time.perf_counter() - t0, 6))
+                     step_seconds=round(stepped.seconds, 6))
             )
-            self.fail(ep, exc)
+            self.fail(ep, stepped.error)
             return
-        dt = time.perf_counter() - t0
-        ep.sandbox_seconds += dt
+        obs, reward, term, trunc = stepped.result
         ep.turns.append(
             Turn(observation=ep.last_obs, action=action, reward=float(reward), terminated=bool(term),
-                 truncated=bool(trunc), generation=sample.generation(), step_seconds=round(dt, 6))
+                 truncated=bool(trunc), generation=sample.generation(), step_seconds=round(stepped.seconds, 6))
         )
         ep.last_obs = str(obs)
         ep.messages.append({"role": "assistant", "content": sample.text})
@@ -313,12 +366,34 @@ class _Lockstep:
             self.finish(ep)
 
     def finish(self, ep: _Episode) -> None:
-        """Close the play's session and hand over its RolloutCompleted (bounded)."""
+        """End the play; it is handed over at the next :meth:`flush` (with the others that end
+        in the same step)."""
         ep.done = True
-        _close(ep)
-        ep.seconds = time.perf_counter() - ep.started
+        self.pending.append(ep)
+
+    def flush(self) -> None:
+        """Hand over the plays ended since the last flush, in play order: close their sessions
+        and run ``after_play`` on them, both at once (:func:`.at_once`), then build each one's
+        RolloutCompleted (bounded), add it to the results and call ``on_done``."""
+        ended, self.pending = self.pending, []
+        if not ended:
+            return
+        at_once([functools.partial(_close, ep) for ep in ended], len(ended))
+        payloads = []
+        for ep in ended:
+            ep.seconds = time.perf_counter() - ep.started
+            payloads.append(bound_rollout(self.payload(ep)))  # the last re-check of what came out of the sandbox
+        if self.after_play is not None:
+            payloads = at_once([functools.partial(_after, self.after_play, ep, p) for ep, p in zip(ended, payloads)], len(ended))
+        for ep, payload in zip(ended, payloads):
+            self.results.append(payload)
+            if self.on_done is not None:
+                self.on_done(payload, ep.sandbox_seconds)
+
+    def payload(self, ep: _Episode) -> RolloutCompleted:
+        """The ended play's RolloutCompleted."""
         last = ep.turns[-1].reward if ep.turns else None
-        payload = RolloutCompleted(
+        return RolloutCompleted(
             env_id=self.env_id,
             play_id=f"{self.env_id}/{'h' if ep.spec.hinted else 'p'}{ep.spec.index}",
             hinted=ep.spec.hinted,
@@ -334,10 +409,6 @@ class _Lockstep:
             index=ep.spec.index,
             end_reason=ep.end_reason or ("terminated" if ep.terminated else "truncated"),
         )
-        payload = bound_rollout(payload)  # the last re-check of what came out of the sandbox
-        self.results.append(payload)
-        if self.on_done is not None:
-            self.on_done(payload, ep.sandbox_seconds)
 
     def fail(self, ep: _Episode, exc: BaseException) -> None:
         """Finish the play with the error that ended it (a step timeout, a sandbox crash, other)."""

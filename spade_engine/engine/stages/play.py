@@ -12,7 +12,6 @@ the regret stage gives no designer reward to an environment that such replays st
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-import time
 from contextlib import AbstractContextManager
 
 import msgspec
@@ -54,18 +53,12 @@ def play(
     def open_session() -> AbstractContextManager[Session]:
         return ctx.open_session(proposed.code)
 
-    handed: dict[int, RolloutCompleted] = {}  # id of each play as played -> as handed on
-
     def done(payload: RolloutCompleted, sandbox_s: float) -> None:
         ctx.timings.sandbox += sandbox_s
-        played = payload
-        if first_round:
-            payload = replay_with_a_wrong_answer(ctx, proposed, payload)
-        handed[id(played)] = payload
         on_done(payload)
 
     ctx.activity(f"agent: playing {proposed.env_id} ({len(specs)} play(s))")
-    played = play_episodes(
+    return play_episodes(
         env_id=proposed.env_id,
         specs=list(specs),
         open_session=open_session,
@@ -80,8 +73,8 @@ def play(
         should_stop=should_stop,
         concurrency=max(1, ctx.cfg.sandbox.workers),
         settings=ctx.settings("agent"),
+        after_play=(lambda payload: replay_with_a_wrong_answer(ctx, proposed, payload)) if first_round else None,
     )
-    return [handed.get(id(p), p) for p in played]
 
 
 def replay_with_a_wrong_answer(ctx: StageContext, proposed: EnvironmentProposed, payload: RolloutCompleted) -> RolloutCompleted:
@@ -89,14 +82,11 @@ def replay_with_a_wrong_answer(ctx: StageContext, proposed: EnvironmentProposed,
     play was sent to step(), the last one winning): the same actions at the same seed in a fresh
     session, the last one replaced by :func:`~spade_engine.sandbox.probes.wrong_answer` (drawn
     from the run seed, the environment and the play). A lost play, or one without a sandbox, is
-    returned as it is."""
+    returned as it is. Its time is counted by the caller (it runs in a thread of
+    :func:`~spade_engine.engine.rollouts.play_episodes`, beside other plays' replays)."""
     if ctx.pool is None or not payload.turns or payload.error is not None or payload.episode_reward < WIN_THRESHOLD:
         return payload
     actions = [t.action for t in payload.turns]
     wrong = wrong_answer(actions[-1], derive_seed(ctx.seed, env_key(proposed.env_id), "wrong", payload.hinted, payload.index))
-    t0 = time.perf_counter()
-    try:
-        replay = run_wrong_answer_replay(lambda: ctx.open_session(proposed.code), seed=payload.seed, actions=actions, wrong=wrong)
-    finally:
-        ctx.timings.sandbox += time.perf_counter() - t0
+    replay = run_wrong_answer_replay(lambda: ctx.open_session(proposed.code), seed=payload.seed, actions=actions, wrong=wrong)
     return msgspec.structs.replace(payload, wrong_answer=replay)

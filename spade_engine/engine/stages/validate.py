@@ -9,15 +9,16 @@ novelty and copies (:mod:`.novelty_copies`).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
 
 from ...events.catalogue import EnvironmentProposed, EnvironmentValidated, ValidationCheck
+from ..at_once import at_once
 from ..bounds import bound_validated
 from ..designer import novelty_text
 from ..seeds import derive_seed, env_key
@@ -107,11 +108,7 @@ def _sandbox_reports(ctx: StageContext, jobs: list[tuple[str, int]]) -> list[Val
         raise RuntimeError("validating runs environments in the sandbox, and the stage context has no validator")
     t0 = time.perf_counter()
     try:
-        workers = max(1, min(len(jobs), ctx.cfg.sandbox.workers))
-        if workers == 1:
-            return [validator.validate(c, seed=sd) for c, sd in jobs]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as ex:
-            return list(ex.map(lambda job: validator.validate(job[0], seed=job[1]), jobs))
+        return at_once([functools.partial(validator.validate, code, seed=seed) for code, seed in jobs], ctx.cfg.sandbox.workers)
     finally:
         ctx.timings.sandbox += time.perf_counter() - t0
 
