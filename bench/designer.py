@@ -79,7 +79,7 @@ def baseline_repairs() -> Iterator[None]:
 
 def run_arm(
     policy: Any, arm: str, *, n: int, batch: int, max_new: int, seed: int, root: Path, say: Any, baseline_batch: int = 1,
-    extra: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None, preset: str | None = None,
 ) -> dict[str, Any]:
     if arm == "current":
         overrides = {
@@ -93,7 +93,7 @@ def run_arm(
         }
     cfg = load_config(
         overrides={"seed": seed, "policy.kind": policy.kind, "policy.model": "bench", "loop.max_repairs": 1, **overrides},
-        environ={},
+        environ={}, preset=preset if arm == "current" else None,
     )
     t_open = time.perf_counter()
     load_start = load()
@@ -149,6 +149,7 @@ def run_arm(
         repair_kinds = Counter(
             st.validated.error_kind or "?" for st in final if st.proposed.attempt > 0 and not st.accepted  # type: ignore[union-attr]
         )
+        verdicts = [_verdict(st, eng.state, final_st) for st, final_st in zip(first, final)]
         prompts = [st.proposed.prompt for st in first]  # type: ignore[union-attr]
         system = (ctx.designer_prompt or stages.prompt_builder(ctx.cfg.loop))(skill="arithmetic", difficulty=0.5, document_text="")[0]["content"]
     res = {
@@ -168,9 +169,24 @@ def run_arm(
         "max_new_tokens": cfg.policy.generation.designer.max_new_tokens,
         "load_start": load_start,
         "load_end": load(),
+        "run_id": eng.run_id,
+        "verdicts": verdicts,
     }
     res["_messages"] = [[{"role": "system", "content": system}, {"role": "user", "content": p}] for p in prompts]
     return res
+
+
+def _verdict(first: Any, state: Any, final: Any) -> dict[str, Any]:
+    """One slot: its first try's verdict and its final one (after the repair, if any)."""
+
+    def one(st: Any) -> dict[str, Any]:
+        v, g = st.validated, st.proposed.generation
+        return {"env_id": st.env_id, "valid": bool(v and v.valid), "accepted": bool(st.accepted),
+                "error_kind": (v.error_kind if v else None) or None, "failed_check": (v.failed_check if v else None) or None,
+                "class_name": (v.class_name if v else None) or None,
+                "finish_reason": g.finish_reason if g is not None else None}
+
+    return {"first": one(first), "final": one(final) if final is not first else None}
 
 
 def validate_pending(eng: Any, ctx: Any) -> None:
@@ -230,7 +246,13 @@ def main() -> None:
                     help="proposals per call in the baseline arm (1 = as before; more saves time and changes no proposal)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for the current arm (repeatable), e.g. loop.prompt_examples=1")
+    ap.add_argument("--preset", default=None, metavar="NAME|none",
+                    help="config preset of the current arm (default: the one the model catalogue names for --model, as "
+                         "`start --model` uses it; none: the engine's defaults)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-designer-<model>.{json,md}")
+    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
+                    help="write the results page from a saved result (a results JSON or a log of this script) and stop")
     ap.add_argument("--dtype", default="auto", help="transformers weights' dtype")
     ap.add_argument("--policy", default=None, metavar="llamacpp|transformers",
                     help="the backend (default: as start --model picks it: llamacpp for a GGUF model on a CPU)")
@@ -238,6 +260,13 @@ def main() -> None:
     ap.add_argument("--keep", default=None, metavar="DIR",
                     help="keep each arm's data directory under DIR (to read the proposals with spade-engine audit)")
     args = ap.parse_args()
+    from results_page import load_result, provenance, write_results
+
+    if args.report_from is not None:
+        r = load_result(args.report_from, "designer")
+        print(f"results page {write_results(report_name(r['model']), r, render)}")
+        return
+    started = provenance()
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -262,13 +291,18 @@ def main() -> None:
     say(f"model {args.model} ({policy.kind}): {size} on {d.get('device', 'cpu')}, "
         f"{os.cpu_count()} CPUs, torch threads {__import__('torch').get_num_threads()}, loaded in "
         f"{time.perf_counter() - t0:.0f}s; load average {load()}")
-    max_new = args.max_new_tokens or load_config(environ={}).policy.generation.designer.max_new_tokens
+    from spade_engine.runs.start import catalogue_preset
+
+    preset = None if args.preset == "none" else args.preset or catalogue_preset(args.model)
+    max_new = args.max_new_tokens or load_config(environ={}, preset=preset).policy.generation.designer.max_new_tokens
+    say(f"current arm: preset {preset or 'none (defaults)'}, designer format "
+        f"{load_config(environ={}, preset=preset).loop.designer_format}, {max_new} designer tokens at most")
     arms: dict[str, dict[str, Any]] = {}
     with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="bench-designer-")) as tmp:
         for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
             res = run_arm(policy, arm, n=args.n, batch=min(args.batch, args.n), max_new=max_new, seed=args.seed,
                           root=Path(tmp) / arm, say=say, baseline_batch=min(args.baseline_batch, args.n),
-                          extra=dict(kv.split("=", 1) for kv in args.set))
+                          extra=dict(kv.split("=", 1) for kv in args.set), preset=preset)
             arms[arm] = res
             say(f"[{arm}] valid first try {res['valid_first_try']:.0%}, after repair {res['valid_after_repair']:.0%}, "
                 f"accepted {res['accepted']:.0%}; first-try rejections {res['error_kinds']}; "
@@ -285,8 +319,44 @@ def main() -> None:
     current = arms.get("current", first)
     out = {k: current[k] for k in ("valid_first_try", "valid_after_repair", "accepted", "error_kinds",
                                    "designer_tokens_per_s", "s_per_accepted_env")}
-    out.update({"model": args.model, "policy": policy.kind, "n": args.n, "current": current, "baseline": arms.get("baseline"), **cmp, "load_end": load()})
+    out.update({"model": args.model, "preset": preset, "policy": policy.kind, "n": args.n, "current": current, "baseline": arms.get("baseline"), **cmp, "load_end": load(),
+                "provenance": started})
+    if args.report:
+        say(f"results page {write_results(report_name(args.model), json.loads(json.dumps(out, default=str)), render)}")
     print(json.dumps(out, default=str))
+
+
+def report_name(model: str) -> str:
+    return "designer-" + Path(model).name.removesuffix(".gguf").replace(":", "-")
+
+
+def render(r: dict[str, Any]) -> str:
+    """The results page's body: each arm's figures and each slot's verdicts."""
+    lines = [f"Model `{r['model']}` ({r['policy']}), preset `{r.get('preset') or 'none'}`, {r['n']} first proposals per arm, "
+             "one repair round; validation in the sandbox, novelty against the seed archive. Nothing is played.", ""]
+    for arm in ("current", "baseline"):
+        a = r.get(arm)
+        if not a:
+            continue
+        lines += [f"## {arm}", "",
+                  f"- valid first try {a['valid_first_try']:.0%}, after repair {a['valid_after_repair']:.0%}, accepted "
+                  f"{a['accepted']:.0%} ({a.get('accepted_count', '?')} of {a['n']})",
+                  f"- first-try rejections: {a['error_kinds']}; after the repair: {a.get('repair_error_kinds')}",
+                  f"- {a['designer_tokens']} designer tokens in {a['designer_s']} s ({a['designer_tokens_per_s']} tokens/s, prefill "
+                  f"included); batch {a['batch']}, at most {a['max_new_tokens']} tokens; wall {a['wall_s']} s; load "
+                  f"{a['load_start']} -> {a['load_end']}", ""]
+        if a.get("verdicts"):
+            lines += ["| slot | first try | finish | repaired | accepted |", "|---|---|---|---|---|"]
+            for v in a["verdicts"]:
+                f, fin = v["first"], v["final"]
+
+                def word(x: dict[str, Any]) -> str:
+                    return "valid" if x["valid"] else f"{x['error_kind']} ({x['failed_check']})"
+
+                lines.append(f"| {f['env_id']} | {word(f)} | {f['finish_reason']} | {word(fin) if fin else '-'} | "
+                             f"{(fin or f)['class_name'] if (fin or f)['accepted'] else 'no'} |")
+            lines.append("")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -163,7 +163,17 @@ def main() -> None:
     ap.add_argument("--backends", default="llamacpp,transformers")
     ap.add_argument("--smoke", action="store_true", help="a tiny random GGUF model, batches 1,2, 4 new tokens (checks the script)")
     ap.add_argument("--out", default=None, help="also write the JSON to this file")
+    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-inference.{json,md}")
+    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
+                    help="write the results page from a saved result (a results JSON or a log of this script) and stop")
     args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from results_page import load_result, provenance, write_results
+
+    if args.report_from is not None:
+        print(f"results page {write_results('inference', load_result(args.report_from, 'inference'), render)}")
+        return
+    started = provenance()
     batches = [int(b) for b in args.batches.split(",")]
     kinds = [k for k in args.kinds.split(",") if k]
     backends = [b for b in args.backends.split(",") if b]
@@ -225,12 +235,42 @@ def main() -> None:
     except KeyError:
         pass
     out = {**summary, "models": models, "results": results, "load_end": load(),
-           "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPUs"}
+           "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPUs", "provenance": started}
     line = json.dumps(out)
     if args.out:
         Path(args.out).write_text(line + "\n")
     tmp.cleanup()
+    if args.report and not args.smoke:
+        say(f"results page {write_results('inference', out, render)}")
     print(line)
+
+
+def render(r: dict[str, Any]) -> str:
+    """The results page's body: the summary, then one table per model and prompt kind."""
+    lines = [
+        f"Memory copy bandwidth {r['copy_gb_per_s']} GB/s; {r['new_tokens']} new tokens per row (end of sequence "
+        "ignored), every cache emptied first; prefill = prompt tokens / time until every prompt was processed, "
+        "decode = new tokens / the rest.",
+        "",
+        f"- `speedup_decode_b4` (llama.cpp decode tokens/s over transformers' at batch 4, designer prompts, "
+        f"{r['models'][0]}): **{r.get('speedup_decode_b4', 'n/a')}** (goal >= 5)",
+        f"- `speedup_prefill_b4`: {r.get('speedup_prefill_b4', 'n/a')}",
+        f"- `bandwidth_share` (llama.cpp decode steps/s at batch {min(r['batches'])} over the copy-bandwidth bound): "
+        f"{r.get('bandwidth_share', 'n/a')}",
+        f"- load average at the end: {r.get('load_end')}",
+        "",
+    ]
+    for model, kinds in r["results"].items():
+        for kind, backends in kinds.items():
+            lines += [f"## {model}, {kind} prompts", "",
+                      "| backend | batch | prompt tokens | prefill tok/s | decode tok/s | decode steps/s | share of bound | load |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for backend, by_batch in backends.items():
+                for b, f in sorted(by_batch.items(), key=lambda kv: int(kv[0])):
+                    lines.append(f"| {backend} | {b} | {f['prompt_tokens']} | {f['prefill_tokens_per_s']} | {f['decode_tokens_per_s']} "
+                                 f"| {f['decode_steps_per_s']} | {f['bandwidth_share']} | {f.get('load')} |")
+            lines.append("")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
