@@ -304,6 +304,56 @@ def test_a_broken_build_is_one_clear_error():
         assert "spade-engine models install-llamacpp --force" in res.stdout
 
 
+#: the flags of the two CPUs this project's machines have had: an AMD EPYC without AVX-VNNI (where a
+#: build made for the other stopped the test process with an illegal instruction, 2026-12-06) and
+#: an Intel CPU with it (and AMX, which is never used)
+_EPYC = frozenset("fpu sse2 avx avx2 fma f16c avx512f avx512bw avx512_vnni avx512_bf16 avx512vbmi".split())
+_INTEL = _EPYC | {"avx_vnni", "amx_tile", "amx_int8", "amx_bf16"}
+
+
+def test_a_build_uses_the_cpu_features_this_cpu_has_and_no_other():
+    from spade_engine.policy.llamacpp_lib import cmake_args, cpu_flags, feature_tag
+
+    assert cpu_flags("processor\t: 0\nflags\t\t: fpu avx avx2\nbugs\t\t: x\n") == {"fpu", "avx", "avx2"}
+    assert cpu_flags("processor : 0\n") is None
+    epyc, intel = cmake_args(_EPYC), cmake_args(_INTEL)
+    assert "-DGGML_NATIVE=OFF" in epyc and "-DGGML_AVX512_BF16=ON" in epyc and "-DGGML_AVX_VNNI=OFF" in epyc
+    assert "-DGGML_AVX_VNNI=ON" in intel and "AMX" not in intel
+    assert "=ON" not in cmake_args(frozenset())  # an unknown CPU: a generic build
+    # the wheel cache keeps one build per feature set: the two machines never share a wheel
+    assert feature_tag(_EPYC) == "cpu-avx-avx2-fma-f16c-avx512-avx512_vnni-avx512_bf16"
+    assert feature_tag(_INTEL) == feature_tag(_EPYC) + "-avx_vnni"
+    assert feature_tag(frozenset()) == "cpu-generic"
+
+
+def test_a_build_for_features_this_cpu_lacks_is_one_clear_error_not_an_illegal_instruction(monkeypatch):
+    import spade_engine.policy.llamacpp_lib as lib
+
+    info = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 | AVX_VNNI = 1 | OPENMP = 1 |"
+    assert lib.unsupported_features(info, _EPYC) == ["AVX_VNNI"]
+    assert lib.unsupported_features(info, _INTEL) == []
+    assert lib.unsupported_features(info.replace("AVX_VNNI = 1", "AVX_VNNI = 0"), _EPYC) == []
+    fake = type(sys)("llama_cpp")
+    fake.__version__ = lib.PINNED_VERSION
+    fake.llama_print_system_info = lambda: info.encode()
+    monkeypatch.setitem(sys.modules, "llama_cpp", fake)
+    monkeypatch.setattr(lib, "cpu_flags", lambda cpuinfo=None: _EPYC)
+    with pytest.raises(lib.LlamaCppUnavailable, match="uses AVX_VNNI, which this CPU does not have") as err:
+        lib.load_llama_cpp()
+    assert "spade-engine models install-llamacpp --force" in str(err.value)
+    monkeypatch.setattr(lib, "cpu_flags", lambda cpuinfo=None: _INTEL)
+    assert lib.load_llama_cpp() is fake
+
+
+def test_the_installed_build_runs_on_this_cpu():
+    """What set-up installed (or replaced) uses no CPU feature this machine lacks."""
+    from spade_engine.policy.llamacpp_lib import installed_unsupported_features, unsupported_features
+
+    lib = _lib()
+    assert unsupported_features(lib.llama_print_system_info().decode()) == []
+    assert installed_unsupported_features() == []
+
+
 def test_a_missing_build_is_one_clear_error_from_start(tmp_path):
     """With llama_cpp unimportable (simulated: ``sys.modules["llama_cpp"] = None`` stands in for
     an uninstalled package, since uninstalling it would break the other tests), `start --policy
