@@ -19,7 +19,7 @@ def make(run: str | None, env_id: str, **kwargs: object) -> object:
     """An archived environment of a run as a sandboxed ``gymnasium.Env`` (see :mod:`spade_engine.gym`)."""
     from .gym import make as _make
 
-    return _make(run, env_id, **kwargs)  # type: ignore[arg-type]
+    return _make(run, env_id, **kwargs)
 
 
 def _register_gym_if_loaded() -> None:

@@ -99,8 +99,8 @@ def _open_run_state(
 ) -> tuple[str, Any, RunView, Hub, LiveState]:
     """Open what the dashboard serves: the run's log (read-only), its projections and the live state."""
     root = Path(data_dir)
-    run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
-    log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap, read_only=True)  # type: ignore[arg-type]
+    run = resolve_run(run_id, data_dir=root, backend=backend, bootstrap=bootstrap)
+    log = open_event_log(run, data_dir=root, backend=backend, bootstrap=bootstrap, read_only=True)
     sdir = Path(state_dir) if state_dir else DataDir(root).run_dir(run) / "dashboard"
     view = RunView(log, sdir, window=window)
     hub = Hub()

@@ -281,7 +281,7 @@ def verify_replays(log: EventLog, cfg: EngineConfig | None = None) -> list[Repla
                 ev = rec.envelope.event()
             except EventError:
                 continue
-            choices.append(ev)  # type: ignore[arg-type]
+            choices.append(ev)
     state = RunState(run_id=log.run_id)
     pos = {p: 0 for p in by_part}
     bad: list[ReplayMismatch] = []

@@ -243,13 +243,13 @@ class Engine:
             shown = full or exc
             detail = "" if interrupted else (str(shown) if isinstance(shown, DiskFull) else f"{type(exc).__name__}: {exc}")
             try:
-                self._append(RunStopped(reason=reason, detail=detail[:2000], counts=self.counts()))  # type: ignore[arg-type]
+                self._append(RunStopped(reason=reason, detail=detail[:2000], counts=self.counts()))
             except Exception:  # noqa: BLE001 - the log itself may be what failed (a full disk: it usually is)
                 pass
             if full is not None:
                 raise full from exc
             raise
-        self._append(RunStopped(reason=reason, detail=detail, counts=self.counts()))  # type: ignore[arg-type]
+        self._append(RunStopped(reason=reason, detail=detail, counts=self.counts()))
         return reason
 
     def _loop(self) -> str:

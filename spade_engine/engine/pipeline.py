@@ -114,21 +114,21 @@ def output_event_id(run_id: str, payload: EventPayload) -> str:
 
 
 def _validate(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
-    emit(stages.validate(ctx, st.proposed), st.proposed_id)  # type: ignore[arg-type]
+    assert st.proposed is not None  # next_stage names validate only for a proposal
+    emit(stages.validate(ctx, st.proposed), st.proposed_id)
 
 
 def _repair(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
-    p = st.proposed
-    assert p is not None
+    p, verdict = st.proposed, st.validated
+    assert p is not None and verdict is not None  # a repair follows a verdict
     env_id = env_id_for(state.run_id, _index_of(p.env_id), p.attempt + 1)
-    payload = stages.propose_repair(
-        ctx, env_id=env_id, failed=p, verdict=st.validated, skill_history=state.skill_history  # type: ignore[arg-type]
-    )
+    payload = stages.propose_repair(ctx, env_id=env_id, failed=p, verdict=verdict, skill_history=state.skill_history)
     emit(payload, st.validated_id)
 
 
 def _hint(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
-    emit(stages.write_hint(ctx, st.proposed), st.validated_id)  # type: ignore[arg-type]
+    assert st.proposed is not None
+    emit(stages.write_hint(ctx, st.proposed), st.validated_id)
 
 
 def _round_cause(st: EnvState, round_: int) -> str | None:
@@ -143,6 +143,7 @@ def _round_cause(st: EnvState, round_: int) -> str | None:
 
 
 def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, should_stop: Callable[[], bool]) -> None:
+    assert st.proposed is not None and st.hint is not None  # plays follow the hint (next_stage)
     round_ = open_round(ctx.cfg.loop, st) or 0
     cause = _round_cause(st, round_)
 
@@ -152,7 +153,7 @@ def _play(ctx: stages.StageContext, state: RunState, st: EnvState, emit: Emit, s
             payload = msgspec.structs.replace(payload, round=round_, play_id=f"{payload.env_id}/r{round_}/{kind}{payload.index}")
         emit(payload, cause)
 
-    stages.play(ctx, st.proposed, st.hint, missing_plays(ctx.cfg.loop, ctx.cfg.replay, st, round_, seed=ctx.cfg.seed), on_done=done, should_stop=should_stop,  # type: ignore[arg-type]
+    stages.play(ctx, st.proposed, st.hint, missing_plays(ctx.cfg.loop, ctx.cfg.replay, st, round_, seed=ctx.cfg.seed), on_done=done, should_stop=should_stop,
                 first_round=round_ == 0)
 
 
@@ -220,7 +221,7 @@ def next_stage(loop: LoopConfig, replays: ReplayConfig, st: EnvState, *, seed: i
     if st.is_seed and not loop.seed_plays:
         return None
     if st.repairable:
-        if st.repaired_by is None and st.proposed.attempt < loop.max_repairs:  # type: ignore[union-attr]
+        if st.repaired_by is None and st.proposed is not None and st.proposed.attempt < loop.max_repairs:
             return StageName.REPAIR
         return None
     if not st.accepted:

@@ -290,23 +290,26 @@ class RunState(LogReader):
         recorded band) is the one the in-band share uses and ``band`` in the result names."""
         band = self.recorded_band() if band is None else band
         props = self.proposed()
-        validated = [s for s in props if s.validated is not None]
-        valid = [s for s in validated if s.validated.valid]  # type: ignore[union-attr]
+        # (state, event) pairs: the event narrowed to present, so no attribute access needs a check
+        proposals = [(s, s.proposed) for s in props if s.proposed is not None]  # every state of props
+        verdicts = [(s, s.validated) for s in props if s.validated is not None]
+        finals = [(p, s.final) for s, p in proposals if s.final is not None]
+        validated = [s for s, _ in verdicts]
+        valid = [s for s, v in verdicts if v.valid]
         accepted = [s for s in validated if s.accepted]
-        est = [s for s in props if s.final is not None]
-        kinds = Counter(s.validated.error_kind or "?" for s in validated if not s.validated.valid)  # type: ignore[union-attr]
-        regrets = [s.final.regret for s in est]  # type: ignore[union-attr]
-        wins = [_smoothed(s.final) for s in est]  # type: ignore[arg-type]
-        novelty = [s.validated.novelty for s in validated if s.validated.novelty is not None]  # type: ignore[union-attr]
+        kinds = Counter(v.error_kind or "?" for _, v in verdicts if not v.valid)
+        regrets = [f.regret for _, f in finals]
+        wins = [_smoothed(f) for _, f in finals]
+        novelty = [v.novelty for _, v in verdicts if v.novelty is not None]
         by_skill: dict[str, dict[str, Any]] = defaultdict(lambda: {"envs": 0, "difficulty": [], "win": [], "regret": []})
-        for s in props:
-            if s.proposed.attempt == 0 and not s.is_seed:  # type: ignore[union-attr]
-                by_skill[s.proposed.skill]["envs"] += 1  # type: ignore[union-attr]
-        for s in est:
-            b = by_skill[s.proposed.skill]  # type: ignore[union-attr]
-            b["difficulty"].append(s.proposed.difficulty)  # type: ignore[union-attr]
-            b["win"].append(_smoothed(s.final))  # type: ignore[arg-type]
-            b["regret"].append(s.final.regret)  # type: ignore[union-attr]
+        for s, p in proposals:
+            if p.attempt == 0 and not s.is_seed:
+                by_skill[p.skill]["envs"] += 1
+        for p, f in finals:
+            b = by_skill[p.skill]
+            b["difficulty"].append(p.difficulty)
+            b["win"].append(_smoothed(f))
+            b["regret"].append(f.regret)
         skills = {
             k: {
                 "envs": v["envs"],
@@ -324,8 +327,8 @@ class RunState(LogReader):
             "stopped": self.stops[-1].reason if self.last_is_stop and self.stops else None,
             "proposals": len(props),
             "seeds": sum(1 for s in props if s.is_seed),
-            "roots": sum(1 for s in props if s.proposed.attempt == 0 and not s.is_seed),  # type: ignore[union-attr]
-            "repairs": sum(1 for s in props if s.proposed.attempt > 0),  # type: ignore[union-attr]
+            "roots": sum(1 for s, p in proposals if p.attempt == 0 and not s.is_seed),
+            "repairs": sum(1 for _, p in proposals if p.attempt > 0),
             "validated": len(validated),
             "valid": len(valid),
             "invalid": len(validated) - len(valid),
@@ -333,12 +336,12 @@ class RunState(LogReader):
             "accepted": len(accepted),
             "accepted_seeds": sum(1 for s in accepted if s.is_seed),
             "duplicates": sum(1 for s in valid if not s.accepted),
-            "truncated": sum(1 for s in validated if s.validated.error_kind == "truncated"),  # type: ignore[union-attr]
+            "truncated": sum(1 for _, v in verdicts if v.error_kind == "truncated"),
             "mean_novelty": mean(novelty) if novelty else None,
             "hints": sum(1 for s in props if s.hint is not None),
             "plays": sum(s.play_count for s in props),
             "replays": len(self.replay_slots),
-            "estimated": len(est),
+            "estimated": len(finals),
             "mean_regret": mean(regrets) if regrets else None,
             "mean_win_rate": mean(wins) if wins else None,
             "band": [float(band[0]), float(band[1])],

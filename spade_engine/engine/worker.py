@@ -408,7 +408,7 @@ class DesignerWorker:
                     payload = eng.proposer(eng, index)
                     self.emit(payload)
                     self.stats.inputs += 1
-                    self.say(f"{payload.env_id}: proposed ({payload.skill}, difficulty {payload.difficulty})")  # type: ignore[attr-defined]
+                    self.say(f"{payload.env_id}: proposed ({payload.skill}, difficulty {payload.difficulty})")
                 continue
             for payload, cause in design_batch(eng.ctx, eng.state, repairs=repairs, new_indices=list(range(n, n + room))):
                 self.emit(payload, cause)

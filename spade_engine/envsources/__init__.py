@@ -55,8 +55,8 @@ def source_run_policy(spec: EnvSourceSpec, *, data_dir: Path, backend: str = "sq
     from ..events.store import open_event_log, resolve_run
     from ..recorded import recorded_config_or_default
 
-    run_id = resolve_run(spec.run, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
-    log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap, read_only=True)  # type: ignore[arg-type]
+    run_id = resolve_run(spec.run, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
+    log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap, read_only=True)
     try:
         cfg = recorded_config_or_default(log)
     finally:

@@ -282,8 +282,8 @@ def run_log_opener(data_dir: Path, *, backend: str = "sqlite", bootstrap: str | 
     def open_log(run: str) -> EventLog:
         from ..events.store import open_event_log, resolve_run
 
-        run_id = resolve_run(run, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
-        return open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap, read_only=True)  # type: ignore[arg-type]
+        run_id = resolve_run(run, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
+        return open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap, read_only=True)
 
     return open_log
 

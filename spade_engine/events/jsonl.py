@@ -184,7 +184,7 @@ def parse_jsonl(
         items = (
             (n, raw, f"event of {len(raw):,} bytes is over the limit of {max_event_bytes:,} bytes (--max-event-bytes)"
              if len(raw) > max_event_bytes else None)
-            for n, raw in lines  # type: ignore[union-attr]
+            for n, raw in lines
         )
     report = ImportReport()
     first: dict[str, tuple[int, bytes]] = {}

@@ -62,7 +62,7 @@ class CatalogueEntry:
     def download_size(self) -> int | None:
         """Total size of the wheels, when every part pins its size."""
         sizes = [p.wheel_size for p in self.parts]
-        return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+        return None if any(s is None for s in sizes) else sum(sizes)
 
     def summary(self) -> dict[str, Any]:
         """The fields worth recording (in a cache manifest or a ``--json`` listing)."""
@@ -160,7 +160,7 @@ def _entry(raw: Any, index: int, source: str) -> CatalogueEntry:
         arch=_field(raw, "arch", str, where),
         gguf_file=gguf_file,
         gguf_size=_field(raw, "gguf_size", int, where),
-        gguf_sha256=_sha(_field(raw, "gguf_sha256", str, where), where, "gguf_sha256"),  # type: ignore[arg-type]
+        gguf_sha256=_sha(_field(raw, "gguf_sha256", str, where), where, "gguf_sha256"),
         parts=tuple(_part(p, f"{where} part {i + 1}") for i, p in enumerate(parts_raw)),
         quantisation=_field(raw, "quantisation", str, where, required=False) or "",
         context=_field(raw, "context", int, where, required=False),

@@ -173,6 +173,6 @@ def make_policy(cfg: "PolicyConfig", *, band: tuple[float, float] = (0.4, 0.6), 
             raise SpadeError(f"policy.designer_model needs a backend that runs models, not {cfg.kind}")
         designer = b.build(cfg.model_copy(update={"model": cfg.designer_model, "designer_model": None}), band=band,
                            data_dir=data_dir)
-        return RoleRoutedPolicy(policy, designer)  # type: ignore[return-value]
+        return RoleRoutedPolicy(policy, designer)
     return policy
 

@@ -36,7 +36,7 @@ class VllmUnavailable(SpadeError):
 
 def _import_vllm() -> Any:
     try:
-        import vllm  # type: ignore[import-not-found]
+        import vllm  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:
         raise VllmUnavailable(
             "the vllm policy backend needs vLLM and a CUDA GPU: pip install 'spade-engine[gpu]' "
@@ -92,8 +92,8 @@ class VllmPolicy:
         return self._version
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Sample]:
-        from vllm import SamplingParams  # type: ignore[import-not-found]
-        from vllm.inputs import TokensPrompt  # type: ignore[import-not-found]
+        from vllm import SamplingParams  # type: ignore[import-not-found, unused-ignore]
+        from vllm.inputs import TokensPrompt  # type: ignore[import-not-found, unused-ignore]
 
         prompts = [render_messages(self.tokenizer, r.messages, enable_thinking=r.enable_thinking) for r in requests]
         params = [

@@ -43,15 +43,15 @@ def resolve_start_run(
     if new:
         return new_run_id(), True
     if run is not None:
-        return resolve_run(run, data_dir=data_dir, backend=backend, bootstrap=bootstrap), False  # type: ignore[arg-type]
+        return resolve_run(run, data_dir=data_dir, backend=backend, bootstrap=bootstrap), False
     try:
         # the evaluations log (``spade-engine eval --model``) is never a run to resume
-        runs = engine_runs(list_runs(data_dir=data_dir, backend=backend, bootstrap=bootstrap))  # type: ignore[arg-type]
+        runs = engine_runs(list_runs(data_dir=data_dir, backend=backend, bootstrap=bootstrap))
     except RunNotFound:
         runs = []
     if runs:
         latest = runs[-1]
-        log = open_event_log(latest, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+        log = open_event_log(latest, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
         try:
             state = RunState.from_log(log)
         finally:
@@ -70,7 +70,7 @@ def forget_unstarted_run(run_id: str, *, data_dir: Path, backend: str, bootstrap
     from ..events.backends import log_backend
 
     try:
-        log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap)  # type: ignore[arg-type]
+        log = open_event_log(run_id, data_dir=data_dir, backend=backend, bootstrap=bootstrap)
     except RunNotFound:
         log = None
     except Exception:  # noqa: BLE001 - a log that cannot even be opened now: leave it for the user to see

@@ -40,8 +40,8 @@ def _attach(run: str | None, root: Path, backend: str, boot: str | None, wait_s:
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
-            log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=boot)  # type: ignore[arg-type]
+            run_id = resolve_run(run, data_dir=root, backend=backend, bootstrap=boot)
+            log = open_event_log(run_id, data_dir=root, backend=backend, bootstrap=boot)
             try:
                 config = recorded_config(log)
             except BaseException:

@@ -631,7 +631,7 @@ class Task:
         kind = err.kind if err.kind in _TASK_ERROR_KINDS else ErrorKind.CRASH.value
         self.tainted = True
         exc = EnvError(err.message + where_in_environment(err.traceback), kind=kind)
-        exc.traceback = err.traceback  # type: ignore[attr-defined]
+        exc.traceback = err.traceback
         raise exc
 
     def end(self) -> None:

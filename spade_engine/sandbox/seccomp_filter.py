@@ -131,7 +131,7 @@ def load_binding() -> tuple[Any, str]:
     if _binding is not None:
         return _binding, _binding_name
     try:
-        import seccomp  # type: ignore[import-not-found]  # the official bindings, if on sys.path
+        import seccomp  # type: ignore[import-not-found, unused-ignore]  # the official bindings, if on sys.path
 
         _binding, _binding_name = seccomp, "libseccomp's Python bindings"
         return _binding, _binding_name
@@ -153,7 +153,7 @@ def load_binding() -> tuple[Any, str]:
             _binding, _binding_name = mod, f"python3-seccomp ({path})"
             return _binding, _binding_name
     try:
-        import pyseccomp  # type: ignore[import-not-found]
+        import pyseccomp  # type: ignore[import-not-found, unused-ignore]
 
         _binding, _binding_name = pyseccomp, "pyseccomp"
         return _binding, _binding_name

@@ -152,7 +152,7 @@ class TrainModel:
         params = [p for p in model.parameters() if p.requires_grad]
         if cfg.deepspeed_config:
             try:
-                import deepspeed  # type: ignore[import-not-found]
+                import deepspeed  # type: ignore[import-not-found, unused-ignore]
             except ImportError:
                 raise TrainerSetupError(
                     "trainer.deepspeed_config needs DeepSpeed: pip install 'spade-engine[gpu]'"
@@ -208,7 +208,7 @@ class TrainModel:
     def gathered(self) -> contextlib.AbstractContextManager:
         """Context in which the full weights are materialised (ZeRO-3), for checkpointing."""
         if self.engine is not None and getattr(self.engine, "zero_optimization_stage", lambda: 0)() == 3:
-            import deepspeed  # type: ignore[import-not-found]
+            import deepspeed  # type: ignore[import-not-found, unused-ignore]
 
             return deepspeed.zero.GatheredParameters(list(self.model.parameters()), modifier_rank=None)
         return contextlib.nullcontext()

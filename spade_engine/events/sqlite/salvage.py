@@ -77,7 +77,7 @@ class Salvage:
 def _ranges(offsets: list[int], limit: int = 8) -> str:
     out: list[str] = []
     start = prev = offsets[0]
-    for o in offsets[1:] + [None]:  # type: ignore[list-item]
+    for o in offsets[1:] + [None]:
         if o is not None and o == prev + 1:
             prev = o
             continue

@@ -254,7 +254,7 @@ def _build_search(spec: Spec) -> Built:
     bits = max(1, min(2 + round(5 * d), spec.turn_limit - 1))
     upper = 2 ** bits
     turns = min(spec.turn_limit, bits + 1)
-    low, high = pick(rng, _SEARCH_WORDS[variant])  # type: ignore[misc]
+    low, high = pick(rng, _SEARCH_WORDS[variant])
     story, desc = _SEARCH_STORY[variant]
     scheme, scheme_desc, score = reward_scheme(rng, multi_step=False)
     body = fill("\n    UPPER = __U__\n    OFFSET = __O__\n", U=upper, O=pick(rng, ("200", "500", "1000"))) + score + fill(
@@ -376,7 +376,7 @@ def _build_truth(spec: Spec) -> Built:
     n_vars = 2 + round(2 * d)
     variables = ["p", "q", "r", "s"][:n_vars]
     ops = ["and", "or", "not"] + (["xor"] if d >= 0.4 else [])
-    tokens = pick(rng, (("T", "F"), ("true", "false"), ("1", "0"), ("yes", "no")))  # type: ignore[arg-type]
+    tokens = pick(rng, (("T", "F"), ("true", "false"), ("1", "0"), ("yes", "no")))
     rows = max(1, min(spec.turn_limit, 2 ** n_vars, 1 + round(3 * d) + rng.randint(0, 1)))
     product = pick(rng, tuple(_PRODUCT))
     constants = fill("\n    VARS = __V__\n    OPS = __O__\n    DEPTH = __D__\n", V=repr(variables), O=repr(ops), D=1 + round(2 * d))

@@ -100,7 +100,7 @@ _VALUE = ('"Key \'" + key + "\' holds the value " + str(entry[1]) + "."',
 def _build_chain(spec: Spec) -> Built:
     rng, d = spec.rng, spec.d
     variant = pick(rng, ("chain", "chain", "sum"))
-    get, answer = pick(rng, _VERBS)  # type: ignore[misc]
+    get, answer = pick(rng, _VERBS)
     depth = max(1, min(spec.turn_limit - (2 if variant == "chain" else 1), 1 + round(3 * d)))
     distractors = 1 + round(5 * d)
     words = vocabulary(spec, depth + distractors + 4)
@@ -278,7 +278,7 @@ _INV_WORDS = {
 def _build_inventory(spec: Spec) -> Built:
     rng, d = spec.rng, spec.d
     variant = pick(rng, ("restock", "pricing"))
-    check, order = pick(rng, _INV_WORDS[variant])  # type: ignore[misc]
+    check, order = pick(rng, _INV_WORDS[variant])
     per_item = 2 if variant == "restock" else 1
     count = max(1, min((spec.turn_limit - (0 if variant == "restock" else 1)) // per_item, 1 + round(2.5 * d)))
     words = vocabulary(spec, count + 3)

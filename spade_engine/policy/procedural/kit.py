@@ -278,7 +278,7 @@ def eval_expr(text: str, names: dict[str, object] | None = None) -> object:
             raise EvalError(f"unknown name {n.id}")
         if isinstance(n, ast.BinOp) and type(n.op) in bins:
             a, b = ev(n.left), ev(n.right)
-            if isinstance(n.op, ast.Pow) and abs(b) > 64:  # type: ignore[arg-type]
+            if isinstance(n.op, ast.Pow) and abs(b) > 64:
                 raise EvalError("exponent too large")
             return bins[type(n.op)](a, b)
         if isinstance(n, ast.UnaryOp):
