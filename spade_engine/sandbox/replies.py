@@ -65,12 +65,15 @@ class ReplyError(Exception):
     """A frame from a worker that does not fit the schema (the reason is the message)."""
 
 
-def _s(n: int) -> Any:
-    return Annotated[str, msgspec.Meta(max_length=n)]
+def _max(n: int) -> msgspec.Meta:
+    """The size limit of a string or list field: ``Annotated[str, _max(n)]``."""
+    return msgspec.Meta(max_length=n)
 
 
-def _list(item: Any, n: int) -> Any:
-    return Annotated[list[item], msgspec.Meta(max_length=n)]
+#: why a worker could not send a value (``{"bad": why}``)
+_BadText = Annotated[str, _max(limits.MAX_BAD_CHARS)]
+#: a class, method or base name from the environment's code
+_Name = Annotated[str, _max(limits.MAX_NAME_CHARS)]
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -82,56 +85,56 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 class TextWire(_Strict):
     v: Annotated[str, msgspec.Meta(max_length=limits.MAX_OBS_CHARS)] | None = None
-    bad: _s(limits.MAX_BAD_CHARS) | None = None  # type: ignore[valid-type]
+    bad: _BadText | None = None
 
 
 class RewardWire(_Strict):
     v: float | None = None
-    bad: _s(limits.MAX_BAD_CHARS) | None = None  # type: ignore[valid-type]
+    bad: _BadText | None = None
 
 
 class FlagWire(_Strict):
     v: bool | None = None
-    bad: _s(limits.MAX_BAD_CHARS) | None = None  # type: ignore[valid-type]
+    bad: _BadText | None = None
 
 
 class InfoWire(_Strict):
     v: dict[str, Any] | None = None  # sizes re-checked by limits.info_problem
-    bad: _s(limits.MAX_BAD_CHARS) | None = None  # type: ignore[valid-type]
+    bad: _BadText | None = None
 
 
 # -- per-command data ------------------------------------------------------------------------------
 
 
 class SyntaxErrorInfo(_Strict):
-    msg: _s(500)  # type: ignore[valid-type]
+    msg: Annotated[str, _max(500)]
     lineno: int | None = None
     offset: int | None = None
-    text: _s(200) = ""  # type: ignore[valid-type]
+    text: Annotated[str, _max(200)] = ""
 
 
 class ClassInfo(_Strict):
-    name: _s(limits.MAX_NAME_CHARS)  # type: ignore[valid-type]
+    name: _Name
     lineno: int
-    bases: _list(_s(limits.MAX_NAME_CHARS), limits.MAX_BASES) = []  # type: ignore[valid-type]
-    methods: _list(_s(limits.MAX_NAME_CHARS), limits.MAX_METHODS) = []  # type: ignore[valid-type]
+    bases: Annotated[list[_Name], _max(limits.MAX_BASES)] = []
+    methods: Annotated[list[_Name], _max(limits.MAX_METHODS)] = []
 
 
 class Finding(_Strict):
     lineno: int | None
-    what: _s(limits.MAX_NAME_CHARS + 50)  # type: ignore[valid-type]
+    what: Annotated[str, _max(limits.MAX_NAME_CHARS + 50)]
 
 
 class ParseData(_Strict):
     syntax_error: SyntaxErrorInfo | None = None
-    classes: _list(ClassInfo, limits.MAX_CLASSES) = []  # type: ignore[valid-type]
-    forbidden: _list(Finding, limits.MAX_FINDINGS) = []  # type: ignore[valid-type]
+    classes: Annotated[list[ClassInfo], _max(limits.MAX_CLASSES)] = []
+    forbidden: Annotated[list[Finding], _max(limits.MAX_FINDINGS)] = []
     #: calls that could hide a puzzle's answer behind a pseudo-random function (see worker._hidden_draws)
-    hidden_draws: _list(Finding, limits.MAX_FINDINGS) = []  # type: ignore[valid-type]
+    hidden_draws: Annotated[list[Finding], _max(limits.MAX_FINDINGS)] = []
 
 
 class LoadData(_Strict):
-    class_name: _s(limits.MAX_NAME_CHARS)  # type: ignore[valid-type]
+    class_name: _Name
     contract: Literal["spade", "gymnasium"]
     has_solution: bool
 
@@ -141,7 +144,7 @@ class SpaceInfo(_Strict):
 
     max_length: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
     min_length: Annotated[int, msgspec.Meta(ge=0, le=2**31)] = 0
-    charset: _s(limits.MAX_CHARSET_CHARS) | None = None  # type: ignore[valid-type]
+    charset: Annotated[str, _max(limits.MAX_CHARSET_CHARS)] | None = None
 
 
 class SpacesInfo(_Strict):
@@ -174,8 +177,8 @@ class StepData(_Strict):
 class SolutionData(_Strict):
     kind: Literal["none", "text", "actions", "bad"]
     text: Annotated[str, msgspec.Meta(max_length=limits.MAX_OBS_CHARS)] = ""
-    actions: _list(_s(limits.MAX_ACTION_CHARS), limits.MAX_SOLUTION_ACTIONS) | None = None  # type: ignore[valid-type]
-    bad: _s(limits.MAX_BAD_CHARS) = ""  # type: ignore[valid-type]
+    actions: Annotated[list[Annotated[str, _max(limits.MAX_ACTION_CHARS)]], _max(limits.MAX_SOLUTION_ACTIONS)] | None = None
+    bad: _BadText = ""
 
 
 class Empty(_Strict):
@@ -199,14 +202,14 @@ DATA_TYPES: dict[str, type] = {
 
 
 class Guard(_Strict):
-    fp: _s(64)  # type: ignore[valid-type]
+    fp: Annotated[str, _max(64)]
     beat: int
 
 
 class ErrorInfo(_Strict):
-    kind: _s(40)  # type: ignore[valid-type]
-    message: _s(limits.MAX_ERROR_CHARS)  # type: ignore[valid-type]
-    traceback: _s(limits.MAX_TRACEBACK_CHARS) = ""  # type: ignore[valid-type]
+    kind: Annotated[str, _max(40)]
+    message: Annotated[str, _max(limits.MAX_ERROR_CHARS)]
+    traceback: Annotated[str, _max(limits.MAX_TRACEBACK_CHARS)] = ""
 
 
 class Ready(_Strict, tag_field="op", tag="ready"):
@@ -223,8 +226,8 @@ class Reply(_Strict, tag_field="op", tag="reply"):
 
 
 class Forbidden(_Strict, tag_field="op", tag="forbidden"):
-    event: _s(limits.MAX_EVENT_CHARS)  # type: ignore[valid-type]
-    detail: _s(limits.MAX_BAD_CHARS) = ""  # type: ignore[valid-type]
+    event: Annotated[str, _max(limits.MAX_EVENT_CHARS)]
+    detail: _BadText = ""
 
 
 TaskFrame = Union[Ready, Reply, Forbidden]
