@@ -396,7 +396,7 @@ def test_start_picks_llamacpp_for_gguf_models_on_a_cpu():
     assert default_kind_for_model("/some/hf-directory", cuda=False) == "transformers"
 
 
-def test_a_frozen_designer_model_writes_and_the_trained_one_plays(tmp_path, lib):
+def test_a_frozen_designer_model_writes_and_the_trained_one_plays(tmp_path, lib, monkeypatch):
     """``policy.designer_model``: designer requests go to the second model, every other role to
     the trained one; a weight update reaches the trained model only; training the designer role on
     the frozen model's tokens is refused."""
@@ -408,41 +408,38 @@ def test_a_frozen_designer_model_writes_and_the_trained_one_plays(tmp_path, lib)
     agent_file, designer_file = tmp_path / "agent.gguf", tmp_path / "designer.gguf"
     agent_model = write_tiny_gguf(agent_file, arch="qwen2", seed=11)
     write_tiny_gguf(designer_file, arch="qwen2", seed=12)
-    cache = {"SPADE_MODEL_CACHE": str(tmp_path / "cache")}
-    os.environ.update(cache)
+    # monkeypatch restores the session's own cache (CI's, which later tests read)
+    monkeypatch.setenv("SPADE_MODEL_CACHE", str(tmp_path / "cache"))
+    small = {"llamacpp": {"parallel": 2, "context_per_sequence": 256, "threads": 1}}
+    routed = make_policy(PolicyConfig.model_validate({"kind": "llamacpp", "model": str(agent_file),
+                                                      "designer_model": str(designer_file), **small}))
+    alone = {f: make_policy(PolicyConfig.model_validate({"kind": "llamacpp", "model": str(f), **small}))
+             for f in (agent_file, designer_file)}
     try:
-        small = {"llamacpp": {"parallel": 2, "context_per_sequence": 256, "threads": 1}}
-        routed = make_policy(PolicyConfig.model_validate({"kind": "llamacpp", "model": str(agent_file),
-                                                          "designer_model": str(designer_file), **small}))
-        alone = {f: make_policy(PolicyConfig.model_validate({"kind": "llamacpp", "model": str(f), **small}))
-                 for f in (agent_file, designer_file)}
-        try:
-            reqs = [PolicyRequest(role=role, messages=[{"role": "user", "content": "the then"}], temperature=1.0, seed=5,
-                                  max_new_tokens=12) for role in ("designer", "agent", "hinter", "designer")]
-            out = routed.generate(reqs)
-            want = {f: alone[f].generate([reqs[0]])[0].completion_token_ids for f in alone}
-            assert want[agent_file] != want[designer_file]
-            assert [s.completion_token_ids for s in out] == [want[designer_file], want[agent_file], want[agent_file],
-                                                             want[designer_file]]
-            assert routed.describe()["designer"]["model"] == str(designer_file)
-            adapter = tmp_path / "adapter.safetensors"
-            save_adapter_file(_lora_model(agent_model, seed=3), adapter)
-            routed.load_version("v1", None, adapter=str(adapter))
-            again = routed.generate(reqs[:2])
-            assert routed.version == "v1" and again[0].completion_token_ids == want[designer_file]
-            assert again[1].completion_token_ids != want[agent_file]
-        finally:
-            routed.close()
-            for p in alone.values():
-                p.close()
+        reqs = [PolicyRequest(role=role, messages=[{"role": "user", "content": "the then"}], temperature=1.0, seed=5,
+                              max_new_tokens=12) for role in ("designer", "agent", "hinter", "designer")]
+        out = routed.generate(reqs)
+        want = {f: alone[f].generate([reqs[0]])[0].completion_token_ids for f in alone}
+        assert want[agent_file] != want[designer_file]
+        assert [s.completion_token_ids for s in out] == [want[designer_file], want[agent_file], want[agent_file],
+                                                         want[designer_file]]
+        assert routed.describe()["designer"]["model"] == str(designer_file)
+        adapter = tmp_path / "adapter.safetensors"
+        save_adapter_file(_lora_model(agent_model, seed=3), adapter)
+        routed.load_version("v1", None, adapter=str(adapter))
+        again = routed.generate(reqs[:2])
+        assert routed.version == "v1" and again[0].completion_token_ids == want[designer_file]
+        assert again[1].completion_token_ids != want[agent_file]
     finally:
-        os.environ.pop("SPADE_MODEL_CACHE", None)
+        routed.close()
+        for p in alone.values():
+            p.close()
     with pytest.raises(ConfigError, match="train_designer = false"):
         load_config(None, overrides={"policy.kind": "llamacpp", "policy.model": "a.gguf", "policy.designer_model": "b.gguf",
                                      "trainer.enabled": True, "trainer.lora": True}, environ={})
 
 
-def test_a_resumed_run_serves_the_adapter_of_its_last_policy_update(tmp_path, lib):
+def test_a_resumed_run_serves_the_adapter_of_its_last_policy_update(tmp_path, lib, monkeypatch):
     """A run whose log holds a PolicyUpdated with an adapter blob (as a killed run leaves it)
     serves that version when it resumes: the engine loads it before its next environment, records
     PolicyLoaded (served as an adapter, with the seconds it took) and proposes with it."""
@@ -456,37 +453,34 @@ def test_a_resumed_run_serves_the_adapter_of_its_last_policy_update(tmp_path, li
 
     gguf = tmp_path / "m.gguf"
     model = write_tiny_gguf(gguf, arch="qwen2", seed=4)
-    os.environ["SPADE_MODEL_CACHE"] = str(tmp_path / "cache")
+    monkeypatch.setenv("SPADE_MODEL_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "data"
+    cfg = load_config(overrides={
+        "seed": 1, "policy.kind": "llamacpp", "policy.model": str(gguf), "policy.llamacpp.parallel": 2,
+        "policy.llamacpp.context_per_sequence": 8192, "policy.llamacpp.threads": 1,
+        "policy.generation.designer.max_new_tokens": 16, "loop.max_envs": 1, "loop.max_repairs": 0,
+        "loop.seed_envs": "none",
+    }, environ={})
+    run_id = new_run_id()
+    with open_engine(cfg, run_id=run_id, data_dir=data, create=True, projections=False):
+        pass  # the run exists, as a killed one would
+    adapter = tmp_path / "adapter.safetensors"
+    save_adapter_file(_lora_model(model, seed=2), adapter)
+    ref = BlobStore(DataDir(data).blobs_dir).put_file(adapter, media_type=ADAPTER_MEDIA_TYPE)
+    log = open_event_log(run_id, data_dir=data)
     try:
-        data = tmp_path / "data"
-        cfg = load_config(overrides={
-            "seed": 1, "policy.kind": "llamacpp", "policy.model": str(gguf), "policy.llamacpp.parallel": 2,
-            "policy.llamacpp.context_per_sequence": 8192, "policy.llamacpp.threads": 1,
-            "policy.generation.designer.max_new_tokens": 16, "loop.max_envs": 1, "loop.max_repairs": 0,
-            "loop.seed_envs": "none",
-        }, environ={})
-        run_id = new_run_id()
-        with open_engine(cfg, run_id=run_id, data_dir=data, create=True, projections=False):
-            pass  # the run exists, as a killed one would
-        adapter = tmp_path / "adapter.safetensors"
-        save_adapter_file(_lora_model(model, seed=2), adapter)
-        ref = BlobStore(DataDir(data).blobs_dir).put_file(adapter, media_type=ADAPTER_MEDIA_TYPE)
-        log = open_event_log(run_id, data_dir=data)
-        try:
-            log.append([make_envelope(PolicyUpdated(version="v1", parent_version="v0", checkpoint=None, step=1,
-                                                    adapter=ref, base_model=str(gguf)), run_id=run_id, producer="trainer")])
-        finally:
-            log.close()
-        with open_engine(cfg, run_id=run_id, data_dir=data, create=False, projections=False) as opened:
-            opened.engine.run()
-            assert opened.engine.ctx.policy.version == "v1"
-        log = open_event_log(run_id, data_dir=data)
-        try:
-            loaded = [r.envelope.event() for r in log.read() if r.envelope.type == "PolicyLoaded"]
-            proposed = [r.envelope.event() for r in log.read() if r.envelope.type == "EnvironmentProposed"]
-        finally:
-            log.close()
-        assert [(e.version, e.served_as, e.policy_kind) for e in loaded] == [("v1", "adapter", "llamacpp")]
-        assert loaded[0].seconds > 0 and proposed and all(p.policy_version == "v1" for p in proposed)
+        log.append([make_envelope(PolicyUpdated(version="v1", parent_version="v0", checkpoint=None, step=1,
+                                                adapter=ref, base_model=str(gguf)), run_id=run_id, producer="trainer")])
     finally:
-        os.environ.pop("SPADE_MODEL_CACHE", None)
+        log.close()
+    with open_engine(cfg, run_id=run_id, data_dir=data, create=False, projections=False) as opened:
+        opened.engine.run()
+        assert opened.engine.ctx.policy.version == "v1"
+    log = open_event_log(run_id, data_dir=data)
+    try:
+        loaded = [r.envelope.event() for r in log.read() if r.envelope.type == "PolicyLoaded"]
+        proposed = [r.envelope.event() for r in log.read() if r.envelope.type == "EnvironmentProposed"]
+    finally:
+        log.close()
+    assert [(e.version, e.served_as, e.policy_kind) for e in loaded] == [("v1", "adapter", "llamacpp")]
+    assert loaded[0].seconds > 0 and proposed and all(p.policy_version == "v1" for p in proposed)
