@@ -48,7 +48,7 @@ def _installed(venv: Path) -> Path:
 
 def test_ci_runs_the_tests_in_a_clone_with_spaces_under_home_and_removes_it(venv) -> None:
     command = (f'(cd / && python3 -c "{WHERE}") && echo "cwd $PWD" && '
-               "python3 -m pytest -q -p no:cacheprovider tests/test_memory.py -k 'codec or empty_memory'")
+               "python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_memory.py -k 'codec or empty_memory'")
     res = _ci_run(venv, command)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()

@@ -106,7 +106,7 @@ def test_path_sensitive_parts_pass_from_clones_with_spaces_in_their_paths(clone)
     # the red-team programs that touch paths, from the clone's own tests
     select = " or ".join(PATH_PROGRAMS)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_redteam.py", "-k", select],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_redteam.py", "-k", select],
         cwd=clone, env=env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
