@@ -56,6 +56,7 @@ CASES = {
                                "random_trained_tokens", "minutes"]),
     "step_size": (["--smoke"], ["recorded_lr", "grad_norm_recorded", "grad_norm_replayed", "kl_recorded_lr", "samples"]),
     "inference": (["--smoke"], ["speedup_decode_b4", "speedup_prefill_b4", "bandwidth_share", "copy_gb_per_s"]),
+    "llamacpp_variants": (["--smoke"], ["fetched_decode_b4", "best_decode_b4", "best_over_fetched_b4", "threads2_over_1_bmax"]),
     "startup": (["--reps", "1"], ["version_s", "help_s", "status_help_s", "start_help_s", "baseline_python_s",
                                    "baseline_all_imports_s", "help_speedup"]),
     "gpu": (["--smoke"], ["rollout_tokens_per_s", "baseline_rollout_tokens_per_s", "rollout_speedup",
