@@ -163,15 +163,12 @@ def main() -> None:
     ap.add_argument("--backends", default="llamacpp,transformers")
     ap.add_argument("--smoke", action="store_true", help="a tiny random GGUF model, batches 1,2, 4 new tokens (checks the script)")
     ap.add_argument("--out", default=None, help="also write the JSON to this file")
-    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-inference.{json,md}")
-    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
-                    help="write the results page from a saved result (a results JSON or a log of this script) and stop")
-    args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from results_page import load_result, provenance, write_results
+    from results_page import add_report_options, provenance, report_from, write_results
 
-    if args.report_from is not None:
-        print(f"results page {write_results('inference', load_result(args.report_from, 'inference'), render)}")
+    add_report_options(ap, "inference")
+    args = ap.parse_args()
+    if report_from(args.report_from, "inference", "inference", render):
         return
     started = provenance()
     batches = [int(b) for b in args.batches.split(",")]

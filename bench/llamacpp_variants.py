@@ -102,14 +102,12 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true",
                     help="a tiny random GGUF, batches 1,2, 4 new tokens, every variant but kv_q8_0 (its 16-wide heads do not "
                          "divide into Q8_0 blocks of 32): checks the script")
-    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-llamacpp-variants.{json,md}")
-    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
-                    help="write the results page from a saved result (a results JSON or a log of this script) and stop")
-    args = ap.parse_args()
-    from results_page import load_result, provenance, write_results
+    from results_page import add_report_options, provenance, report_from, write_results
 
-    if args.report_from is not None:
-        print(f"results page {write_results('llamacpp-variants', load_result(args.report_from, 'llamacpp_variants'), render)}")
+    add_report_options(ap, "llamacpp-variants")
+    args = ap.parse_args()
+
+    if report_from(args.report_from, "llamacpp-variants", "llamacpp_variants", render):
         return
 
     started = provenance()

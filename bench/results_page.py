@@ -9,6 +9,7 @@ benchmark with ``--report`` to replace them.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -89,3 +90,20 @@ def write_results(kind: str, result: dict[str, Any], render: Callable[[dict[str,
     page = out / f"{stem}.md"
     page.write_text(head + render(data).rstrip() + "\n")
     return page
+
+
+def add_report_options(ap: argparse.ArgumentParser, kind: str) -> None:
+    """A benchmark's ``--report`` (write ``docs/results/<date>-<kind>.{json,md}`` when it ends) and
+    ``--report-from JSON`` (write that page from a saved result; nothing is run)."""
+    ap.add_argument("--report", action="store_true", help=f"write docs/results/<date>-{kind}.{{json,md}}")
+    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
+                    help="write the results page from a saved result (a results JSON or a log of this script) and stop")
+
+
+def report_from(path: Path | None, kind: str, bench: str, render: Callable[[dict[str, Any]], str]) -> bool:
+    """``--report-from``: with a ``path``, write ``kind``'s page from the result saved there (of
+    ``bench/<bench>.py``), say where, and return True (the benchmark stops); else False."""
+    if path is None:
+        return False
+    print(f"results page {write_results(kind, load_result(path, bench), render)}", flush=True)
+    return True

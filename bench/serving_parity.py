@@ -128,14 +128,12 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=None, help="default: the agent's, from the run's RunStarted")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="record a tiny model's run first and check it")
-    ap.add_argument("--report", action="store_true", help="write docs/results/<date>-serving-parity.{json,md}")
-    ap.add_argument("--report-from", type=Path, default=None, metavar="JSON",
-                    help="write the results page of an earlier run from the JSON line it printed (nothing is run)")
-    a = ap.parse_args()
-    from results_page import load_result, provenance, write_results
+    from results_page import add_report_options, provenance, report_from, write_results
 
-    if a.report_from is not None:
-        say(f"results page {write_results('serving-parity', load_result(a.report_from, 'serving_parity'), render)}")
+    add_report_options(ap, "serving-parity")
+    a = ap.parse_args()
+
+    if report_from(a.report_from, "serving-parity", "serving_parity", render):
         return
 
     measured = provenance()
