@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -102,7 +101,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true",
                     help="a tiny random GGUF, batches 1,2, 4 new tokens, every variant but kv_q8_0 (its 16-wide heads do not "
                          "divide into Q8_0 blocks of 32): checks the script")
-    from results_page import add_report_options, provenance, report_from, write_results
+    from results_page import add_report_options, finish, provenance, report_from
 
     add_report_options(ap, "llamacpp-variants")
     args = ap.parse_args()
@@ -175,9 +174,7 @@ def main() -> None:
     tmp.cleanup()
     out = {**summary, "results": results, "load_end": load(), "date": time.strftime("%Y-%m-%d"),
            "machine": f"{os.cpu_count()} CPUs", "provenance": started}
-    if args.report and not args.smoke:
-        say(f"results page {write_results('llamacpp-variants', out, render)}")
-    print(json.dumps(out))
+    finish(out, "llamacpp-variants", render, report=args.report and not args.smoke)
 
 
 def render(r: dict[str, Any]) -> str:

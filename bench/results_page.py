@@ -107,3 +107,11 @@ def report_from(path: Path | None, kind: str, bench: str, render: Callable[[dict
         return False
     print(f"results page {write_results(kind, load_result(path, bench), render)}", flush=True)
     return True
+
+
+def finish(result: dict[str, Any], kind: str, render: Callable[[dict[str, Any]], str], *, report: bool) -> None:
+    """A benchmark's end: with ``report`` (``--report``, never for a smoke run) the results page,
+    then the result as the LAST line of output, one JSON object."""
+    if report:
+        print(f"results page {write_results(kind, result, render)}", flush=True)
+    print(json.dumps(result), flush=True)

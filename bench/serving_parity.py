@@ -128,7 +128,7 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=None, help="default: the agent's, from the run's RunStarted")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="record a tiny model's run first and check it")
-    from results_page import add_report_options, provenance, report_from, write_results
+    from results_page import add_report_options, finish, provenance, report_from
 
     add_report_options(ap, "serving-parity")
     a = ap.parse_args()
@@ -220,9 +220,7 @@ def main() -> None:
               "worst_served_gap": max((r["served_gap"] for r in trained), default=None),
               "least_update_shift": min((r["update_shift"] for r in trained), default=None),
               "smoke": a.smoke, "minutes": round((time.perf_counter() - t0) / 60, 1), "provenance": measured}
-    if a.report and not a.smoke:
-        say(f"results page {write_results('serving-parity', result, render)}")
-    print(json.dumps(result))
+    finish(result, "serving-parity", render, report=a.report and not a.smoke)
 
 
 def render(r: dict[str, Any]) -> str:
