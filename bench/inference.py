@@ -148,6 +148,17 @@ def build_policies(model: str, backends: list[str], *, parallel: int, smoke: Pat
     return out
 
 
+def smoke_gguf(work: Path) -> Path:
+    """A tiny random qwen2 GGUF in ``work`` for ``--smoke`` runs, with the model cache there too."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from models_support import write_tiny_gguf
+
+    path = work / "tiny.gguf"
+    write_tiny_gguf(path, arch="qwen2", seed=0)
+    os.environ["SPADE_MODEL_CACHE"] = str(work / "cache")
+    return path
+
+
 def weight_bytes(kind: str, policy: Any) -> int:
     if kind == "llamacpp":
         return policy.engine.path.stat().st_size
@@ -177,12 +188,7 @@ def main() -> None:
     smoke_file = None
     tmp = tempfile.TemporaryDirectory(prefix="bench-inference-")
     if args.smoke:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-        from models_support import write_tiny_gguf
-
-        smoke_file = Path(tmp.name) / "tiny.gguf"
-        write_tiny_gguf(smoke_file, arch="qwen2", seed=0)
-        os.environ["SPADE_MODEL_CACHE"] = str(Path(tmp.name) / "cache")
+        smoke_file = smoke_gguf(Path(tmp.name))
         batches, args.new_tokens = [1, 2], 4
     models = ["tiny"] if args.smoke else (args.model or list(MODELS))
     say = lambda line: print(line, flush=True)  # noqa: E731

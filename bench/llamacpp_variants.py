@@ -8,7 +8,7 @@ agent's, as there) with the same engine (``policy.kind = "llamacpp"``) for each 
 * ``threads1``: the same, one decoding thread (if two threads decode nearly twice as fast at the
   largest batch, decoding is bound by arithmetic, not by reading the weights);
 * ``q8_0`` and ``q4_0``: the GGUF requantised by llama.cpp (``llama_model_quantize``) to Q8_0 and
-  Q4_0 (the types with llama.cpp's repacked and llamafile CPU kernels);
+  Q4_0;
 * ``flash_attn_off``, ``flash_attn_on``: the context's flash attention forced (the engine leaves
   llama.cpp's default, auto);
 * ``kv_q8_0``: flash attention on and the KV cache stored as Q8_0 (half the bytes read per step).
@@ -22,7 +22,7 @@ the prefill and decode tokens/s; ``decode_b4`` and ``decode_bmax`` per variant (
 variant's batch-4 decode over the fetched file's);
 ``threads2_over_1_bmax`` (the fetched file's decode at the largest batch, two threads over one).
 
-    python3 bench/llamacpp_variants.py                     # the 0.5B, batches 1,4,16, ~6 minutes
+    python3 bench/llamacpp_variants.py                     # the 0.5B, batches 1,4,16, ~17 minutes
     python3 bench/llamacpp_variants.py --model qwen2.5-coder-1.5b-instruct
     python3 bench/llamacpp_variants.py --smoke             # a tiny random GGUF, seconds (CI; kv_q8_0 left out)
 """
@@ -42,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from inference import agent_prompts, build_policies, designer_prompts, load, run_llamacpp  # noqa: E402
+from inference import agent_prompts, build_policies, designer_prompts, load, run_llamacpp, smoke_gguf  # noqa: E402
 
 #: variant -> (GGUF type to requantise to or None, engine threads or None, context parameters to set)
 VARIANTS: dict[str, tuple[str | None, int | None, dict[str, int]]] = {
@@ -115,12 +115,7 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory(prefix="bench-llamacpp-variants-")
     work = Path(tmp.name)
     if args.smoke:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-        from models_support import write_tiny_gguf
-
-        fetched = work / "tiny.gguf"
-        write_tiny_gguf(fetched, arch="qwen2", seed=0)
-        os.environ["SPADE_MODEL_CACHE"] = str(work / "cache")
+        fetched = smoke_gguf(work)
         batches, args.new_tokens = [1, 2], 4
         args.variants = ",".join(v for v in args.variants.split(",") if v != "kv_q8_0")
     else:
@@ -139,7 +134,7 @@ def main() -> None:
             secs = requantise(fetched, path, gguf_type)
             say(f"{name}: requantised to {gguf_type} in {secs:.0f}s ({path.stat().st_size / 1e6:.0f} MB)")
         with context_params(params):
-            policy = build_policies(str(path), ["llamacpp"], parallel=max(batches), smoke=path if args.smoke else None)["llamacpp"]
+            policy = build_policies(str(path), ["llamacpp"], parallel=max(batches), smoke=None)["llamacpp"]
         if threads is not None:
             policy.engine.set_threads(threads)
         try:
