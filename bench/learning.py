@@ -15,8 +15,9 @@ engine run (its log replays with ``spade-engine replay RUN --verify``):
   shows up in D too.
 
 Held-out evaluation: items of the same tasks from the evaluation seed range (never generated for
-training), ``--eval-size`` per task (at least 200 in all by default), greedy, scored by the task's
-verifier, recorded as ``EvaluationCompleted`` in each arm's run (the base weights ``v0`` once, in
+training), ``--eval-size`` per task (at least 200 in all by default), greedy, asked exactly as the
+training plays ask (``--eval-prompt agent-v1``: the agent's system prompt, the pool's instruction
+after the question), scored by the task's verifier, recorded as ``EvaluationCompleted`` in each arm's run (the base weights ``v0`` once, in
 R's run; then every ``--eval-every`` updates and the final version of each arm). The gain is the
 final version's accuracy minus the base's on the same items, with a paired 95% interval over the
 items (``spade-engine compare`` pairs the same way).
@@ -216,6 +217,7 @@ def overrides(a: argparse.Namespace, *, control: str, base_eval: bool) -> dict[s
         "trainer.reward_control": control,
         "eval.every": a.eval_every or 1_000_000, "eval.suites": ["reasoning-gym:" + ",".join(a.tasks)], "eval.size": a.eval_size,
         "eval.seed": a.eval_seed, "eval.max_new_tokens": a.eval_max_new_tokens, "eval.batch_size": 32,
+        "eval.prompt": a.eval_prompt,
         "eval.base": base_eval,
         # one sandbox worker per play, the hinted one included: a round's plays decode together
         # (llama.cpp batches them). Each item gets workers // concurrent_envs; with one worker too few
@@ -439,7 +441,7 @@ def render(r: dict[str, Any]) -> str:
         f"learning rate {r['lr']}).",
         "",
         f"Held-out: {r['items']} items of the same tasks from the evaluation seed range, greedy, "
-        f"{r['eval_max_new_tokens']} tokens per answer; paired 95% intervals over items.",
+        f"{r['eval_max_new_tokens']} tokens per answer, prompt `{r.get('eval_prompt', 'boxed-v1')}`; paired 95% intervals over items.",
         "",
         "| arm | updates | trained tokens | held-out accuracy | gain over v0 | 95% interval |",
         "|---|---|---|---|---|---|",
@@ -532,6 +534,11 @@ def main() -> None:
                     help="held-out items (seed 0's were looked at while the tasks were chosen)")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N updates (0: v0 and the final ones)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
+    ap.add_argument("--eval-prompt", choices=("agent-v1", "boxed-v1", "boxed-v2"), default="agent-v1",
+                    help="the held-out items' prompt: agent-v1 asks as the training plays ask (the agent's system prompt, "
+                         "the pool's instruction after the question), so the held-out items differ from the training "
+                         "ones only in the items; boxed-v1 is `spade-engine eval`'s default (the seven runs up to "
+                         "2026-12-06 used it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", type=Path, default=None, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--report", action="store_true", help="write docs/results/<date>-<report-name>.{json,md,png,html}")
@@ -589,6 +596,7 @@ def main() -> None:
     result = {
         "model": a.model, "backend": a.backend, "device": a.device, "smoke": a.smoke, "tasks": a.tasks, "pool_size": a.pool_size, "plays": a.plays,
         "batch_groups": a.batch_groups, "lr": a.lr, "temperature": a.temperature, "match": a.match, "lora_r": a.lora_r, "eval_max_new_tokens": a.eval_max_new_tokens,
+        "eval_prompt": a.eval_prompt,
         "heldout_gain": gain["delta"], "heldout_gain_ci95": gain["ci95"],
         "random_reward_gain": rand["delta"], "random_reward_gain_ci95": rand["ci95"],
         "real_minus_random": rvd["delta"], "real_minus_random_ci95": rvd["ci95"],

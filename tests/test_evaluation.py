@@ -216,23 +216,26 @@ def test_batches_samples_avg_at_k_and_a_raising_verifier():
 
 
 def test_the_system_prompt_is_chosen_by_name_and_recorded():
-    """boxed-v1 (the first prompt) is the default; boxed-v2 asks for an empty box; the name is
-    recorded as prompt_version."""
+    """boxed-v1 (the first prompt) is the default; boxed-v2 asks for an empty box; agent-v1 asks as
+    the agent plays a fixed pool's item; the name is recorded as prompt_version."""
     from spade_engine.evaluation.runner import EVAL_PROMPTS
 
     assert "\\boxed{}" in EVAL_PROMPTS["boxed-v2"] and "\\boxed{<answer>}" in EVAL_PROMPTS["boxed-v1"]
     (gcd,) = rg(("gcd",), size=2)
-    for name in ("boxed-v1", "boxed-v2"):
+    for name in ("boxed-v1", "boxed-v2", "agent-v1"):
         seen: list[str] = []
+        users: list[str] = []
 
-        def reply(req, seen=seen):
+        def reply(req, seen=seen, users=users):
             seen.append(req.messages[0]["content"])
+            users.append(req.messages[1]["content"])
             return oracle(req)
 
         settings = EvalSettings(prompt=name) if name != "boxed-v1" else EvalSettings()
         policy = Scripted(reply)
         (res,) = evaluate(policy, [gcd], settings)
         assert seen == [EVAL_PROMPTS[name]] * 2 and res.score.accuracy == 1.0
+        assert users == [item.question for item in gcd.items] or name == "agent-v1"
         assert res.event(evaluation_id="e", policy=policy_info(policy), settings=settings).prompt_version == name
 
 

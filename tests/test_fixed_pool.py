@@ -134,6 +134,29 @@ def test_wrapped_items_validate_and_grade_in_the_sandbox():
         pool.close()
 
 
+
+def test_agent_v1_evaluation_asks_exactly_as_the_agent_plays_a_pool_item():
+    """The held-out prompt agent-v1 sends the messages a play of the same item as a pool environment
+    sends: the agent's system prompt and the first observation, as the environment's own reset
+    gives it in the sandbox; so a learning run is evaluated in the form it trains on."""
+    from spade_engine.config import SandboxConfig
+    from spade_engine.engine.rollouts import AGENT_SYSTEM_PROMPT, first_user_message
+    from spade_engine.evaluation.runner import eval_messages
+    from spade_engine.sandbox import SandboxPool
+
+    item = build_pool(["basic_arithmetic"], size=1, turns=1, seed=0).items[0]
+    pool = SandboxPool(SandboxConfig(workers=1, import_timeout_s=30.0, step_timeout_s=10.0))
+    try:
+        with pool.open_session(item.code) as s:
+            observation, _ = s.reset(seed=3)
+    finally:
+        pool.close()
+    assert eval_messages("agent-v1", item.question) == [
+        {"role": "system", "content": AGENT_SYSTEM_PROMPT},
+        {"role": "user", "content": first_user_message(observation, None)},
+    ]
+    assert eval_messages("boxed-v1", item.question)[1] == {"role": "user", "content": item.question}
+
 def test_render_keeps_answers_with_odd_characters_as_data():
     code = render_env(task="t", seed=1, question='say "hi"\n\\boxed{no} __CLASS__ """', answer="a'b\"c\\d __TASK__", turns=1,
                       generator="g")

@@ -29,7 +29,8 @@ from typing import Any
 
 from ..policy.protocol import Policy, PolicyRequest, Sample
 from ..policy.request_context import EvalItemFacts, PlayContext
-from ..engine.rollouts import PlaySpec, play_episodes
+from ..engine.rollouts import AGENT_SYSTEM_PROMPT, PlaySpec, play_episodes
+from ..envsources.rgpool import INSTRUCTION as POOL_INSTRUCTION
 from ..engine.seeds import derive_seed
 from ..errors import SpadeError
 from ..events.catalogue import EvaluationCompleted
@@ -40,6 +41,8 @@ from .suites import EvalTask
 __all__ = [
     "EVAL_PROMPTS",
     "EVAL_SYSTEM_PROMPT",
+    "EVAL_USER_SUFFIXES",
+    "eval_messages",
     "PROMPT_VERSION",
     "EvalSettings",
     "PolicyInfo",
@@ -66,9 +69,24 @@ EVAL_PROMPTS = {
         "format the problem asks for."
     ),
 }
+#: ``agent-v1`` asks exactly as the agent is asked when it plays an item of a fixed pool
+#: (``--env-source reasoning-gym:...``): the agent's system prompt, and the question followed by the
+#: pool's instruction. A learning run that trains on pool items is evaluated in the form it trained
+#: on (``bench/learning.py``); only the items differ (the evaluation seed range).
+EVAL_PROMPTS["agent-v1"] = AGENT_SYSTEM_PROMPT
+#: what follows the question in the user message, by prompt name (none for the others)
+EVAL_USER_SUFFIXES = {"agent-v1": "\n\n" + POOL_INSTRUCTION}
 #: the default prompt's name
 PROMPT_VERSION = "boxed-v1"
 EVAL_SYSTEM_PROMPT = EVAL_PROMPTS[PROMPT_VERSION]
+
+
+def eval_messages(prompt: str, question: str) -> list[dict[str, str]]:
+    """The chat messages of one reasoning-gym item under the named prompt (:data:`EVAL_PROMPTS`)."""
+    return [
+        {"role": "system", "content": EVAL_PROMPTS[prompt]},
+        {"role": "user", "content": question.rstrip() + EVAL_USER_SUFFIXES[prompt] if prompt in EVAL_USER_SUFFIXES else question},
+    ]
 
 Progress = Callable[[str, int, int], None]
 """``(suite/task, items done, items in task)`` after each batch (reasoning-gym) or environment (archive)."""
@@ -202,10 +220,7 @@ def _reasoning_gym(
         requests = [
             PolicyRequest(
                 role="agent",
-                messages=[
-                    {"role": "system", "content": EVAL_PROMPTS[settings.prompt]},
-                    {"role": "user", "content": item.question},
-                ],
+                messages=eval_messages(settings.prompt, item.question),
                 context=_eval_context(tasks[ti], item.index, item.seed, j, item.answer),
                 seed=derive_seed(item.seed, "sample", j),  # a sampling seed: no item is generated from it
                 max_new_tokens=settings.max_new_tokens,
