@@ -5,6 +5,8 @@ inlined, shows the bundled puzzles as its examples and repairs a broken one with
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engine_support import ScriptedDesigner, run_scripted
@@ -209,8 +211,72 @@ def test_a_puzzle_whose_every_question_has_the_same_answer_is_unsolvable() -> No
         v = Validator(pool, turn_limit=25)
         fixed, parity = v.validate(inline(FIXED_ANSWER), seed=0), v.validate(inline(PARITY), seed=0)
     assert (fixed.error_kind, fixed.failed_check) == ("unsolvable", "solution"), fixed.detail
-    assert "all 8 different questions have the same answer ('42')" in fixed.detail
+    assert re.search(r"all \d+ different questions over 32 seeds have the same answer \('42'\)", fixed.detail), fixed.detail
     assert parity.valid, parity.detail
+
+
+#: the 1.5B's accepted ToolUsePuzzleEnv of 2026-12-07: five questions, whichever is drawn the answer is 10
+FIVE_QUESTIONS_ONE_ANSWER = '''import random
+import re
+
+
+class ToolUseEnv(TextGame):
+    """Use the right tool."""
+    def setup(self, rng):
+        questions = ["How many nails does the hammer drive?", "How many screws does the screwdriver turn?",
+                     "How many cuts does the saw make?", "How many holes does the drill make?",
+                     "How many boards does the clamp hold?"]
+        self.answer = 10
+        return rng.choice(questions)
+'''
+
+#: a sound puzzle with few questions: five, each with its own answer
+FIVE_QUESTIONS = FIVE_QUESTIONS_ONE_ANSWER.replace("self.answer = 10\n        return rng.choice(questions)",
+                                                   "i = rng.randrange(5)\n        self.answer = 10 + i\n        return questions[i]")
+
+
+@pytest.mark.sandbox
+def test_a_puzzle_with_few_questions_that_share_one_answer_is_unsolvable() -> None:
+    """Fewer different questions than the first resets tell apart: more resets are drawn before
+    the verdict, and five questions that all have one answer are a fixed answer."""
+    with SandboxPool(fast_config()) as pool:
+        v = Validator(pool, turn_limit=25)
+        fixed, sound = v.validate(inline(FIVE_QUESTIONS_ONE_ANSWER), seed=0), v.validate(inline(FIVE_QUESTIONS), seed=0)
+    assert (fixed.error_kind, fixed.failed_check) == ("unsolvable", "solution"), fixed.detail
+    assert "all 5 different questions over 32 seeds have the same answer ('10')" in fixed.detail
+    assert sound.valid, (sound.failed_check, sound.detail)
+
+
+#: the 1.5B's accepted SortSwapsPuzzleEnv of 2026-12-07, in short: the question lists the sorted
+#: values and the answer is that list
+SHOWS_ITS_LIST = '''import random
+import re
+
+
+class SortedListEnv(TextGame):
+    """Recover the order."""
+    def setup(self, rng):
+        values = sorted(rng.sample(range(1, 50), 4))
+        self.answer = values
+        return "After sorting, the list reads " + ", ".join(str(v) for v in values) + ". What was the list?"
+'''
+
+
+@pytest.mark.sandbox
+def test_a_puzzle_whose_question_lists_its_answer_is_trivial() -> None:
+    with SandboxPool(fast_config()) as pool:
+        report = Validator(pool, turn_limit=25).validate(inline(SHOWS_ITS_LIST), seed=0)
+    assert (report.error_kind, report.failed_check) == ("trivial", "solution"), report.detail
+    assert "the question shows its own answer" in report.detail
+
+
+def test_a_list_answer_is_shown_when_its_numbers_appear_in_order() -> None:
+    from spade_engine.sandbox.validator import _shows
+
+    assert _shows("The sorted list: 2, 5, 7. What was it?", "[2, 5, 7]")
+    assert _shows("the numbers 2, 5 and 7", "(2, 5, 7)") and _shows("2; 5; 7", "2, 5, 7")
+    assert not _shows("the numbers 7, 5, 2", "[2, 5, 7]")  # another order: the answer is worked out
+    assert not _shows("the numbers 12, 5, 7", "[2, 5, 7]") and not _shows("2, 5, 7.5", "[2, 5, 7]")
 
 
 @pytest.mark.sandbox

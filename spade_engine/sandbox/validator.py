@@ -99,11 +99,13 @@ CHECKS: tuple[tuple[str, str], ...] = (
 #: checks that run in a second, fresh task (one where solution() never ran)
 FRESH_TASK_CHECKS = frozenset({"replay", "gymnasium_api"})
 CHECK_NAMES = tuple(name for name, _ in CHECKS)
-#: a puzzle whose this many different questions all have one answer ignores its values (the
-#: 0.5B's ``return 42``); a yes/no puzzle is rejected by chance with probability 2**-(n-1)
-CONSTANT_ANSWER_QUESTIONS = 6
 #: resets a puzzle's one-answer test draws (``solution`` check)
 PUZZLE_SEEDS = 8
+#: more resets drawn when every question of the first ``PUZZLE_SEEDS`` had one answer: a puzzle
+#: whose questions all share one answer over all of them ignores its values (the 0.5B's ``return
+#: 42``; the 1.5B's five questions answered 10), and one fixed reply would win every episode. A
+#: sound yes/no puzzle gives one answer at every one of the 32 seeds with probability 2**-31
+PUZZLE_MORE_SEEDS = 24
 #: a reset seed with this bit asks TextGame for its fork probe (``textgame.py``); draws probed
 FORK, FORK_DRAWS = 1 << 62, 24
 
@@ -246,17 +248,29 @@ def _boxed_text(action: str) -> str:
     return " ".join(inner.split())
 
 
+#: an answer that is a list of numbers: ``[2, 5, 7]``, ``(2, 5, 7)`` or ``2, 5, 7``
+_NUMBER_LIST = re.compile(r"[\[(]?\s*(-?\d+(?:\.\d+)?(?:\s*,\s*-?\d+(?:\.\d+)?)+)\s*[\])]?")
+
+
 def _shows(question: str, answer: str) -> bool:
-    """Whether ``question`` contains ``answer``: a number as a number of its own, a text of more
-    than three words (or the whole question) as a phrase; a short word may be one of the options."""
+    """Whether ``question`` contains ``answer``: a number as a number of its own, a list of numbers
+    as those numbers in order however they are separated (``[2, 5, 7]`` in "2, 5 and 7"), a text
+    of more than three words (or the whole question) as a phrase; a short word may be one of the
+    options."""
     if not answer:
         return False
     q = " ".join(question.split())
-    # Both linear over the question (environment text, in the engine's process): the number
+    # All linear over the question (environment text, in the engine's process): the number
     # pattern has one way to match; the search compares the answer (a number) only where no digit
-    # or point comes before, so the digit runs it walks at different starts are disjoint.
+    # or point comes before, so the digit runs it walks at different starts are disjoint; a list's
+    # literal numbers and the separators between them (never digits) match one way.
     if re.fullmatch(r"-?\d+(?:\.\d+)?", answer):
         return re.search(rf"(?<![\d.]){re.escape(answer)}(?![\d]|\.\d)", q) is not None
+    listed = _NUMBER_LIST.fullmatch(answer)
+    if listed:
+        numbers = re.split(r"\s*,\s*", listed.group(1))
+        pattern = r"[\s,;]+(?:and\s+)?".join(re.escape(n) for n in numbers)
+        return re.search(rf"(?<![\d.]){pattern}(?![\d]|\.\d)", q) is not None
     return answer.lower() == q.lower() or (len(answer.split()) > 3 and answer.lower() in q.lower())
 
 
@@ -538,8 +552,9 @@ class Validator:
         """A puzzle is a question that decides its answer, drawn anew per seed, without the
         answer in it. Over ``PUZZLE_SEEDS`` more resets: two episodes that ask the same question
         have the same answer (``unsolvable`` otherwise: an answer drawn apart from its question);
-        six or more different questions do not all share one answer (``unsolvable``: a fixed
-        answer); at least two questions differ (``trivial`` otherwise: one fixed item); the question does
+        different questions do not all share one answer (``unsolvable``: a fixed answer; when the
+        first resets' answers all agree, up to ``PUZZLE_MORE_SEEDS`` more are drawn before it is
+        decided); at least two questions differ (``trivial`` otherwise: one fixed item); the question does
         not show its answer at every seed (``trivial``). Each is a measured 0.5B failure that the
         other checks pass. Before them: the puzzle makes no generator or hash of its own
         (``random.Random(...)``, ``hash(...)``, ``hashlib``...: ``unsolvable``), which would let
@@ -555,36 +570,46 @@ class Validator:
         asked: dict[str, tuple[int, str]] = {}
         shown = 0
         for k in range(PUZZLE_SEEDS):
-            seed = (run.seeds[0] + 7919 * (k + 1)) & 0x7FFFFFFF
-            obs, _ = run.reset(run.iid, seed)
-            answer = self._answer(run)
-            if answer in ("", "None"):
-                raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: self.answer is {answer or 'empty'}: setup() must "
-                            "compute it from the values it draws")
-            if obs in asked and asked[obs][1] != answer:
-                other, before = asked[obs]
-                raise _Fail(
-                    ErrorKind.UNSOLVABLE,
-                    f"the same question has two answers (seed {other}: {_short(before)}; seed {seed}: "
-                    f"{_short(answer)}): self.answer must be computed from the values the question shows",
-                )
-            asked.setdefault(obs, (seed, answer))
+            obs, answer = self._ask(run, asked, (run.seeds[0] + 7919 * (k + 1)) & 0x7FFFFFFF)
             shown += _shows(obs.rsplit("\n", 1)[0], answer)
         if len(asked) < 2:
             raise _Fail(ErrorKind.TRIVIAL, f"every one of {PUZZLE_SEEDS} seeds asks the same question: draw the "
                         "puzzle's values with rng, so each episode is a new question")
+        drawn = PUZZLE_SEEDS
+        while len({a for _, a in asked.values()}) == 1 and drawn < PUZZLE_SEEDS + PUZZLE_MORE_SEEDS:
+            drawn += 1
+            self._ask(run, asked, (run.seeds[0] + 7919 * drawn) & 0x7FFFFFFF)
         answers = {a for _, a in asked.values()}
-        if len(asked) >= CONSTANT_ANSWER_QUESTIONS and len(answers) == 1:
+        if len(answers) == 1:
             raise _Fail(
                 ErrorKind.UNSOLVABLE,
-                f"all {len(asked)} different questions have the same answer ({_short(answer)}): self.answer must be "
-                "computed from the values the question shows, not fixed",
+                f"all {len(asked)} different questions over {drawn} seeds have the same answer ({_short(answers.pop())}): "
+                "self.answer must be computed from the values the question shows, not fixed",
             )
         self._answer_follows_question(run)
         if shown == PUZZLE_SEEDS:
             raise _Fail(ErrorKind.TRIVIAL, f"the question shows its own answer at every one of {PUZZLE_SEEDS} seeds "
                         f"(e.g. {_short(answer)}): the answer must be computed, not read off")
-        return f"{len(asked)} distinct questions over {PUZZLE_SEEDS} seeds, each with one answer, not shown in it"
+        return f"{len(asked)} distinct questions over {drawn} seeds, each with one answer, not shown in it"
+
+    def _ask(self, run: _Run, asked: dict[str, tuple[int, str]], seed: int) -> tuple[str, str]:
+        """Reset the puzzle at ``seed``: its question and answer, checked against the questions
+        ``asked`` before (the same question must have the same answer) and added to them."""
+        assert run.iid is not None
+        obs, _ = run.reset(run.iid, seed)
+        answer = self._answer(run)
+        if answer in ("", "None"):
+            raise _Fail(ErrorKind.UNSOLVABLE, f"seed {seed}: self.answer is {answer or 'empty'}: setup() must "
+                        "compute it from the values it draws")
+        if obs in asked and asked[obs][1] != answer:
+            other, before = asked[obs]
+            raise _Fail(
+                ErrorKind.UNSOLVABLE,
+                f"the same question has two answers (seed {other}: {_short(before)}; seed {seed}: "
+                f"{_short(answer)}): self.answer must be computed from the values the question shows",
+            )
+        asked.setdefault(obs, (seed, answer))
+        return obs, answer
 
     def _answer(self, run: _Run) -> str:
         """The answer of the puzzle episode just reset: the text of its solution."""
