@@ -506,7 +506,7 @@ def main() -> None:
     ap.add_argument("--batch-groups", type=int, default=4, help="groups with reward variance per update")
     ap.add_argument("--updates", type=int, default=6, help="most updates per arm")
     ap.add_argument("--minutes", type=float, default=30.0,
-                    help="arm R's training time, held-out evaluations not counted (D is matched on tokens)")
+                    help="arm R's training time, held-out evaluations not counted (D is matched on R's updates or tokens: --match)")
     ap.add_argument("--token-budget", type=int, default=None, help="train each arm on this many tokens (default: R's)")
     ap.add_argument("--match", choices=("tokens", "updates"), default="updates",
                     help="what D matches of R: trained tokens, or updates (same samples per update; a random reward "
