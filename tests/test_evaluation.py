@@ -218,7 +218,7 @@ def test_batches_samples_avg_at_k_and_a_raising_verifier():
 def test_the_system_prompt_is_chosen_by_name_and_recorded():
     """boxed-v1 (the first prompt) is the default; boxed-v2 asks for an empty box; agent-v1 asks as
     the agent plays a fixed pool's item; the name is recorded as prompt_version."""
-    from spade_engine.evaluation.runner import EVAL_PROMPTS
+    from spade_engine.evaluation.runner import EVAL_PROMPTS, eval_messages
 
     assert "\\boxed{}" in EVAL_PROMPTS["boxed-v2"] and "\\boxed{<answer>}" in EVAL_PROMPTS["boxed-v1"]
     (gcd,) = rg(("gcd",), size=2)
@@ -235,7 +235,8 @@ def test_the_system_prompt_is_chosen_by_name_and_recorded():
         policy = Scripted(reply)
         (res,) = evaluate(policy, [gcd], settings)
         assert seen == [EVAL_PROMPTS[name]] * 2 and res.score.accuracy == 1.0
-        assert users == [item.question for item in gcd.items] or name == "agent-v1"
+        assert users == [eval_messages(name, item.question)[1]["content"] for item in gcd.items]
+        assert (users[0] == gcd.items[0].question) == (name != "agent-v1")  # only agent-v1 adds to the question
         assert res.event(evaluation_id="e", policy=policy_info(policy), settings=settings).prompt_version == name
 
 

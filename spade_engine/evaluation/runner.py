@@ -68,12 +68,12 @@ EVAL_PROMPTS = {
         "Please reason step by step, and put your final answer within \\boxed{}. Follow the answer "
         "format the problem asks for."
     ),
+    # asks exactly as the agent is asked when it plays an item of a fixed pool (``--env-source
+    # reasoning-gym:...``): its system prompt, the question followed by the pool's instruction
+    # (EVAL_USER_SUFFIXES). A learning run that trains on pool items is evaluated in the form it
+    # trained on (``bench/learning.py``); only the items differ (the evaluation seed range)
+    "agent-v1": AGENT_SYSTEM_PROMPT,
 }
-#: ``agent-v1`` asks exactly as the agent is asked when it plays an item of a fixed pool
-#: (``--env-source reasoning-gym:...``): the agent's system prompt, and the question followed by the
-#: pool's instruction. A learning run that trains on pool items is evaluated in the form it trained
-#: on (``bench/learning.py``); only the items differ (the evaluation seed range).
-EVAL_PROMPTS["agent-v1"] = AGENT_SYSTEM_PROMPT
 #: what follows the question in the user message, by prompt name (none for the others)
 EVAL_USER_SUFFIXES = {"agent-v1": "\n\n" + POOL_INSTRUCTION}
 #: the default prompt's name
