@@ -535,7 +535,7 @@ def main() -> None:
                          "(0-6, 96, 98 and 99 have been)")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N updates (0: v0 and the final ones)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
-    ap.add_argument("--eval-prompt", choices=("agent-v1", "boxed-v1", "boxed-v2"), default="agent-v1",
+    ap.add_argument("--eval-prompt", choices=("agent-v1", "agent-plain-v1", "boxed-v1", "boxed-v2"), default="agent-v1",
                     help="the held-out items' prompt: agent-v1 asks as the training plays ask (the agent's system prompt, "
                          "the pool's instruction after the question), so the held-out items differ from the training "
                          "ones only in the items; boxed-v1 is `spade-engine eval`'s default (the seven runs up to "

@@ -117,7 +117,7 @@ def common_overrides(a: argparse.Namespace) -> dict[str, Any]:
     and the held-out evaluation."""
     return {
         "seed": a.seed, "policy.kind": "llamacpp", "policy.model": a.model, "policy.llamacpp.parallel": a.parallel,
-        "policy.generation.agent.max_new_tokens": a.max_new_tokens, "policy.generation.agent.temperature": 1.0,
+        "policy.generation.agent.max_new_tokens": a.max_new_tokens, "policy.generation.agent.temperature": a.temperature,
         "policy.generation.agent.top_p": 1.0, "policy.generation.hinter.max_new_tokens": 96,
         "loop.plain_plays": a.plays, "loop.hinted_plays": 1, "loop.turn_limit": 1, "loop.concurrent_envs": a.concurrent_envs,
         "trainer.enabled": True, "trainer.lora": True, "trainer.lora_r": a.lora_r, "trainer.lora_alpha": 2 * a.lora_r,
@@ -125,7 +125,7 @@ def common_overrides(a: argparse.Namespace) -> dict[str, Any]:
         "trainer.micro_batch_size": a.micro_batch, "trainer.max_lag": 2, "trainer.logits_chunk": 128,
         "eval.every": a.eval_every or 1_000_000, "eval.suites": ["reasoning-gym:" + ",".join([*a.eval_tasks, *a.train_tasks])],
         "eval.size": a.eval_size, "eval.seed": a.eval_seed, "eval.max_new_tokens": a.eval_max_new_tokens,
-        "eval.batch_size": 32, "eval.base": False,
+        "eval.batch_size": 32, "eval.base": False, "eval.prompt": a.eval_prompt,
         "sandbox.workers": (a.plays + 1) * a.concurrent_envs,  # the hinted play too: every play of a round decodes together
     }
 
@@ -246,13 +246,14 @@ def render(r: dict[str, Any]) -> str:
     designer = "the agent model itself (trained on both roles)" if r["designer_model"] == "same" else f"`{r['designer_model']}` (frozen)"
     lines = [
         f"Agent `{r['model']}` (llama.cpp serving, LoRA r={r['lora_r']}, the engine's GRPO trainer, learning rate {r['lr']}, "
-        f"{r['plays']} plays per environment, {r['batch_groups']} groups per update). Arm A's designer: {designer}, "
+        f"{r['plays']} plays per environment at temperature {r.get('temperature', 1.0)}, {r['batch_groups']} groups per update). Arm A's designer: {designer}, "
         f"format `{r['designer_format']}`, skills {', '.join(r['held_out_skills']) or 'none'} held out. "
         f"Arms B and D train on reasoning-gym `{', '.join(r['train_tasks'])}` (training seed range).",
         "",
         f"Held-out tasks (no arm trained on them): `{', '.join(r['eval_tasks'])}`; held-out items of B's tasks: "
         f"`{', '.join(r['train_tasks'])}` from the evaluation seed range; {r['eval_size']} items per task, greedy, "
-        f"{r['eval_max_new_tokens']} tokens per answer. Deltas are paired over items with 95% intervals.",
+        f"{r['eval_max_new_tokens']} tokens per answer, prompt `{r.get('eval_prompt', 'boxed-v1')}`, evaluation seed "
+        f"{r.get('eval_seed', 0)}. Deltas are paired over items with 95% intervals.",
         "",
         "| arm | updates | trained tokens | environments (accepted) | held-out tasks | held-out items |",
         "|---|---|---|---|---|---|",
@@ -299,13 +300,20 @@ def main() -> None:
                          "often (bench/step_size.py, docs/results/2026-12-05-step-size.md)")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=256, help="tokens per training answer")
+    ap.add_argument("--max-new-tokens", type=int, default=320, help="tokens per training answer (bench/learning.py's)")
+    ap.add_argument("--temperature", type=float, default=0.7,
+                    help="the agent's sampling temperature in training plays (bench/learning.py's: its reported gain was at 0.7)")
     ap.add_argument("--parallel", type=int, default=16, help="sequences llama.cpp decodes together")
     ap.add_argument("--concurrent-envs", type=int, default=2, help="environments played at once")
     ap.add_argument("--eval-size", type=int, default=40, help="held-out items per task")
     ap.add_argument("--eval-seed", type=int, default=0)
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N updates (0: v0 and the final ones)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
+    ap.add_argument("--eval-prompt", choices=("agent-plain-v1", "agent-v1", "boxed-v1", "boxed-v2"), default="agent-plain-v1",
+                    help="the held-out items' prompt: agent-plain-v1 (the agent's system prompt, which every arm trains "
+                         "under, and the bare question: A's puzzles end with 'Please reason step by step...', B's and D's "
+                         "items with the pool's instruction, so neither arm is asked its own way); agent-v1 would ask as B "
+                         "trains; boxed-v1 is the runs' default until 2026-12-07, a prompt no arm trains under")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", type=Path, default=None, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--report", action="store_true", help="write docs/results/<date>-selfplay.{json,md,png,html}")
@@ -354,7 +362,8 @@ def main() -> None:
         "model": a.model, "designer_model": a.designer_model, "designer_format": a.designer_format, "smoke": a.smoke,
         "train_tasks": a.train_tasks, "eval_tasks": a.eval_tasks, "held_out_skills": held, "pool_size": a.pool_size,
         "plays": a.plays, "batch_groups": a.batch_groups, "lr": a.lr, "lora_r": a.lora_r, "eval_size": a.eval_size,
-        "eval_max_new_tokens": a.eval_max_new_tokens,
+        "eval_max_new_tokens": a.eval_max_new_tokens, "eval_prompt": a.eval_prompt, "eval_seed": a.eval_seed,
+        "temperature": a.temperature, "max_new_tokens": a.max_new_tokens,
         "accuracy": accuracy, "deltas": deltas,
         "delta_a_c": deltas["a_c"]["held_out_tasks"]["delta"], "delta_b_c": deltas["b_c"]["held_out_tasks"]["delta"],
         "delta_a_b": deltas["a_b"]["held_out_tasks"]["delta"],

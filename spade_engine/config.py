@@ -540,9 +540,10 @@ class EvalConfig(_Section):
     temperature: float | None = Field(None, ge=0.0, description="None: 0 for k = 1, 0.6 for k > 1")
     max_new_tokens: int = Field(256, ge=1, description="new tokens at most per answer")
     batch_size: int = Field(16, ge=1, description="reasoning-gym items per batched model call")
-    prompt: Literal["boxed-v1", "boxed-v2", "agent-v1"] = Field(
-        "boxed-v1", description="prompt of reasoning-gym items, by name (`eval --prompt`): boxed-v1, boxed-v2, or agent-v1 "
-        "(the agent's own prompt and a fixed pool's instruction: the form a run on a reasoning-gym pool trains on)",
+    prompt: Literal["boxed-v1", "boxed-v2", "agent-v1", "agent-plain-v1"] = Field(
+        "boxed-v1", description="prompt of reasoning-gym items, by name (`eval --prompt`): boxed-v1, boxed-v2, agent-v1 "
+        "(the agent's own prompt and a fixed pool's instruction: the form a run on a reasoning-gym pool trains on), or "
+        "agent-plain-v1 (the agent's own prompt and the bare question)",
     )
     base: bool = Field(True, description="also evaluate the base weights (v0) before the first update")
 

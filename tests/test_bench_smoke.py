@@ -93,6 +93,17 @@ def test_benchmark_runs_and_reports_its_keys(name: str, tmp_path: Path) -> None:
                                    capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=300)
             assert check.returncode == 0 and "live projections equal the replay" in check.stdout, (
                 f"replay --verify on {run}:\n{check.stdout[-1500:]}\n{check.stderr[-1500:]}")
+        if name == "selfplay_vs_fixed":  # every arm is asked as none trains: the agent's system prompt, the bare question
+            from spade_engine.events.store import open_event_log
+
+            assert result["eval_prompt"] == "agent-plain-v1"
+            for run in runs:
+                log = open_event_log(run, data_dir=data)
+                try:
+                    asked = {r.envelope.payload["prompt_version"] for r in log.read() if r.envelope.type == "EvaluationCompleted"}
+                finally:
+                    log.close()
+                assert asked == {"agent-plain-v1"}, (run, asked)
 
 
 @pytest.mark.parametrize("name", ["designer", "agent"])

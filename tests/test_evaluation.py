@@ -217,12 +217,22 @@ def test_batches_samples_avg_at_k_and_a_raising_verifier():
 
 def test_the_system_prompt_is_chosen_by_name_and_recorded():
     """boxed-v1 (the first prompt) is the default; boxed-v2 asks for an empty box; agent-v1 asks as
-    the agent plays a fixed pool's item; the name is recorded as prompt_version."""
+    the agent plays a fixed pool's item; agent-plain-v1 sends the agent's system prompt and the bare
+    question; the name is recorded as prompt_version."""
     from spade_engine.evaluation.runner import EVAL_PROMPTS, eval_messages
 
     assert "\\boxed{}" in EVAL_PROMPTS["boxed-v2"] and "\\boxed{<answer>}" in EVAL_PROMPTS["boxed-v1"]
     (gcd,) = rg(("gcd",), size=2)
-    for name in ("boxed-v1", "boxed-v2", "agent-v1"):
+    from spade_engine.engine.rollouts import AGENT_SYSTEM_PROMPT
+
+    assert EVAL_PROMPTS["agent-v1"] == EVAL_PROMPTS["agent-plain-v1"] == AGENT_SYSTEM_PROMPT
+    assert set(EVAL_PROMPTS) == {"boxed-v1", "boxed-v2", "agent-v1", "agent-plain-v1"}
+    import typing
+
+    from spade_engine.config import EvalConfig
+
+    assert set(typing.get_args(EvalConfig.model_fields["prompt"].annotation)) == set(EVAL_PROMPTS)  # [eval] prompt takes each
+    for name in EVAL_PROMPTS:
         seen: list[str] = []
         users: list[str] = []
 

@@ -158,7 +158,7 @@ def eval_command(
     temperature: Annotated[Optional[float], typer.Option("--temperature", help=f"Sampling temperature (default 0 for k=1, {DEFAULT_SAMPLING_TEMPERATURE} for k>1).", min=0.0)] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget per answer (per turn for archive environments).", min=1)] = 512,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Requests per generate call (reasoning-gym).", min=1)] = 16,
-    prompt: Annotated[str, typer.Option("--prompt", help="Prompt of reasoning-gym items, by name: boxed-v1 (default), boxed-v2 (an empty box, step by step) or agent-v1 (as the agent plays a reasoning-gym pool item: its system prompt, the pool's instruction after the question); recorded as prompt_version.")] = "boxed-v1",
+    prompt: Annotated[str, typer.Option("--prompt", help="Prompt of reasoning-gym items, by name: boxed-v1 (default), boxed-v2 (an empty box, step by step) agent-v1 (as the agent plays a reasoning-gym pool item: its system prompt, the pool's instruction after the question) or agent-plain-v1 (the agent's system prompt, the bare question); recorded as prompt_version.")] = "boxed-v1",
     policy_kind: Annotated[Optional[str], typer.Option("--policy", metavar="llamacpp|transformers|vllm", help="The backend that runs the model (default: llamacpp for a catalogue model or .gguf file on a machine without CUDA, transformers otherwise).", show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1 or auto.")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="auto, bf16, fp16 or fp32.")] = "auto",

@@ -73,6 +73,10 @@ EVAL_PROMPTS = {
     # (EVAL_USER_SUFFIXES). A learning run that trains on pool items is evaluated in the form it
     # trained on (``bench/learning.py``); only the items differ (the evaluation seed range)
     "agent-v1": AGENT_SYSTEM_PROMPT,
+    # the agent's system prompt and the bare question: what two arms trained on different user
+    # messages share (``bench/selfplay_vs_fixed.py``: a designer's puzzle ends "Please reason step
+    # by step...", a pool item ends with the pool's instruction), so neither is asked its own way
+    "agent-plain-v1": AGENT_SYSTEM_PROMPT,
 }
 #: what follows the question in the user message, by prompt name (none for the others)
 EVAL_USER_SUFFIXES = {"agent-v1": "\n\n" + POOL_INSTRUCTION}
