@@ -104,6 +104,21 @@ def test_data_dir_latest_run_and_prefix(tmp_path):
     assert dd.resolve("run-20260101") == "run-20260101-000000-aaaaaa"
 
 
+def test_a_data_dir_given_as_a_string_opens_the_same_log(tmp_path):
+    """A script passing ``data_dir="..."`` reads the run (it once failed with a TypeError inside)."""
+    rid = "run-20260101-000000-aaaaaa"
+    events = run_events(rid, n_envs=1)
+    log = open_event_log(rid, data_dir=tmp_path, create=True)
+    log.append(events)
+    log.close()
+    assert DataDir(str(tmp_path)) == DataDir(tmp_path) and DataDir(str(tmp_path)).latest_run() == rid  # type: ignore[arg-type]
+    again = open_event_log(rid, data_dir=str(tmp_path), read_only=True)  # type: ignore[arg-type]
+    try:
+        assert [r.envelope.event_id for r in again.read()] == [e.event_id for e in events]
+    finally:
+        again.close()
+
+
 def test_run_ids_started_within_one_second_sort_in_the_order_they_were_made(tmp_path):
     """The latest run is the last one made, also when several start in the same second (their
     random suffix alone once decided, so `status` after two quick `start --new` named either)."""

@@ -86,9 +86,13 @@ def new_run_id() -> str:
 
 @dataclass(frozen=True)
 class DataDir:
-    """A data directory holding runs and the shared blob store."""
+    """A data directory holding runs and the shared blob store. ``root`` may be given as a string
+    (a script's ``open_event_log(run, data_dir="...")`` once failed with a TypeError deep inside)."""
 
     root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
 
     @property
     def runs_dir(self) -> Path:
