@@ -59,6 +59,7 @@ quiet_libraries()
 from spade_engine.compare.summary import paired_accuracy  # noqa: E402
 from spade_engine.config import load_config  # noqa: E402
 from spade_engine.envsources import fixed_source_overrides, parse_env_source  # noqa: E402
+from spade_engine.evaluation.runner import EVAL_PROMPTS  # noqa: E402
 from spade_engine.events.store import new_run_id, open_event_log  # noqa: E402
 from spade_engine.runs.engine import open_engine  # noqa: E402
 
@@ -532,10 +533,10 @@ def main() -> None:
     ap.add_argument("--eval-size", type=int, default=100, help="held-out items per task")
     ap.add_argument("--eval-seed", type=int, default=6,
                     help="held-out items: 6 is the reported run's; a new experiment takes a seed no run has looked at "
-                         "(0-6, 96, 98 and 99 have been)")
+                         "(0-7, 96, 98 and 99 have been)")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N updates (0: v0 and the final ones)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
-    ap.add_argument("--eval-prompt", choices=("agent-v1", "agent-plain-v1", "boxed-v1", "boxed-v2"), default="agent-v1",
+    ap.add_argument("--eval-prompt", choices=tuple(EVAL_PROMPTS), default="agent-v1",
                     help="the held-out items' prompt: agent-v1 asks as the training plays ask (the agent's system prompt, "
                          "the pool's instruction after the question), so the held-out items differ from the training "
                          "ones only in the items; boxed-v1 is `spade-engine eval`'s default (the seven runs up to "

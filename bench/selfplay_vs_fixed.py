@@ -67,6 +67,7 @@ from spade_engine.compare.summary import compute, paired_accuracy  # noqa: E402
 from spade_engine.config import load_config  # noqa: E402
 from spade_engine.engine.seed_archive import BUNDLED_DIR  # noqa: E402
 from spade_engine.envsources import fixed_source_overrides, parse_env_source  # noqa: E402
+from spade_engine.evaluation.runner import EVAL_PROMPTS  # noqa: E402
 from spade_engine.events.store import new_run_id, open_event_log  # noqa: E402
 from spade_engine.runs.engine import open_engine  # noqa: E402
 from spade_engine.sandbox.scaffold import code_format  # noqa: E402
@@ -313,7 +314,7 @@ def main() -> None:
     ap.add_argument("--eval-seed", type=int, default=0)
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N updates (0: v0 and the final ones)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=320)
-    ap.add_argument("--eval-prompt", choices=("agent-plain-v1", "agent-v1", "boxed-v1", "boxed-v2"), default="agent-plain-v1",
+    ap.add_argument("--eval-prompt", choices=tuple(EVAL_PROMPTS), default="agent-plain-v1",
                     help="the held-out items' prompt: agent-plain-v1 (the agent's system prompt, which every arm trains "
                          "under, and the bare question: A's puzzles end with 'Please reason step by step...', B's and D's "
                          "items with the pool's instruction, so neither arm is asked its own way); agent-v1 would ask as B "

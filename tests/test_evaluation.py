@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import typing
 from pathlib import Path
 
 import msgspec
@@ -14,15 +15,16 @@ from typer.testing import CliRunner
 
 from spade_engine.blobs import BlobStore
 from spade_engine.cli import app
-from spade_engine.config import load_config
+from spade_engine.config import EvalConfig, load_config
 from spade_engine.policy.protocol import PolicyRequest, Sample
 from spade_engine.policy.procedural.families import FAMILIES
+from spade_engine.engine.rollouts import AGENT_SYSTEM_PROMPT
 from spade_engine.engine.stages import derive_seed, play_specs
 from spade_engine.events import PolicyUpdated, RunStarted, json_schemas, make_envelope
 from spade_engine.events.catalogue import EVENT_TYPES, EvaluationCompleted
 from spade_engine.events.store import DataDir, open_event_log
 from spade_engine.evaluation.recording import EVALUATIONS_RUN, read_evaluations, record
-from spade_engine.evaluation.runner import EvalSettings, EvaluationError, evaluate, policy_info
+from spade_engine.evaluation.runner import EVAL_PROMPTS, EvalSettings, EvaluationError, eval_messages, evaluate, policy_info
 from spade_engine.evaluation.scoring import extract_answer, wilson_interval
 from spade_engine.evaluation.seeds import (
     EVAL_RANGE,
@@ -219,18 +221,10 @@ def test_the_system_prompt_is_chosen_by_name_and_recorded():
     """boxed-v1 (the first prompt) is the default; boxed-v2 asks for an empty box; agent-v1 asks as
     the agent plays a fixed pool's item; agent-plain-v1 sends the agent's system prompt and the bare
     question; the name is recorded as prompt_version."""
-    from spade_engine.evaluation.runner import EVAL_PROMPTS, eval_messages
-
     assert "\\boxed{}" in EVAL_PROMPTS["boxed-v2"] and "\\boxed{<answer>}" in EVAL_PROMPTS["boxed-v1"]
     (gcd,) = rg(("gcd",), size=2)
-    from spade_engine.engine.rollouts import AGENT_SYSTEM_PROMPT
-
     assert EVAL_PROMPTS["agent-v1"] == EVAL_PROMPTS["agent-plain-v1"] == AGENT_SYSTEM_PROMPT
     assert set(EVAL_PROMPTS) == {"boxed-v1", "boxed-v2", "agent-v1", "agent-plain-v1"}
-    import typing
-
-    from spade_engine.config import EvalConfig
-
     assert set(typing.get_args(EvalConfig.model_fields["prompt"].annotation)) == set(EVAL_PROMPTS)  # [eval] prompt takes each
     for name in EVAL_PROMPTS:
         seen: list[str] = []
